@@ -1,0 +1,22 @@
+# bgw_jit/Makefile
+
+MODULE_big = bgw_jit
+OBJS = \
+	$(WIN32RES) \
+	bgw_jit.o \
+	cleaner.o \
+	estimator.o \
+	stats.o \
+	worker.o
+
+EXTENSION = bgw_jit
+DATA = bgw_jit--1.0.sql
+PGFILEDESC = "bgw_jit - just-in-time background buffer cleaning"
+
+REGRESS = bgw_jit
+REGRESS_OPTS = --temp-config=$(top_srcdir)/bgw_jit.conf
+TAP_TESTS = 1
+
+PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

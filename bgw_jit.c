@@ -1,0 +1,224 @@
+/*-------------------------------------------------------------------------
+ *
+ * bgw_jit.c
+ *		Module set-up: settings, shared memory and worker registration.
+ *
+ * bgw_jit moves the background writer's "just-in-time" LRU cleaning into
+ * a tunable, observable background worker.  This file holds what runs in
+ * the postmaster; worker.c has the worker, cleaner.c the buffer writes,
+ * estimator.c the arithmetic and stats.c the SQL-callable functions.
+ *
+ * Copyright (c) 2026, bgw_jit developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+#include "utils/guc.h"
+#include "utils/timestamp.h"
+
+#include "bgw_jit.h"
+#include "estimator.h"
+
+PG_MODULE_MAGIC;
+
+/* Seconds the postmaster waits before restarting a worker that failed. */
+#define BGW_JIT_RESTART_SECONDS 5
+
+bool		bgw_jit_enabled = true;
+int			bgw_jit_delay = 200;
+int			bgw_jit_lru_maxpages = 100;
+double		bgw_jit_lru_multiplier = 2.0;
+int			bgw_jit_smoothing_samples = 16;
+int			bgw_jit_scan_whole_pool_seconds = 120;
+int			bgw_jit_history_size = 1024;
+
+BgwJitShared *bgw_jit_shared = NULL;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+void		_PG_init(void);
+static void bgw_jit_shmem_request(void);
+static void bgw_jit_shmem_startup(void);
+static Size bgw_jit_shmem_size(void);
+static void define_settings(void);
+static void register_worker(void);
+
+void
+_PG_init(void)
+{
+	/*
+	 * Shared memory and the worker can only be set up in the postmaster.
+	 * Loaded any other way (CREATE EXTENSION without preloading), the SQL
+	 * functions report that the library was not preloaded.
+	 */
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	define_settings();
+
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = bgw_jit_shmem_request;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = bgw_jit_shmem_startup;
+
+	register_worker();
+}
+
+static void
+define_settings(void)
+{
+	DefineCustomBoolVariable("bgw_jit.enabled",
+							 "Whether the bgw_jit worker cleans buffers.",
+							 "When off, the worker only keeps counting allocations.",
+							 &bgw_jit_enabled,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bgw_jit.delay",
+							"Sleep time between cleaning cycles.",
+							"A shorter delay needs a higher bgw_jit.lru_multiplier.",
+							&bgw_jit_delay,
+							200, 10, 10000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bgw_jit.lru_maxpages",
+							"Maximum number of buffers written per cleaning cycle.",
+							"0 disables cleaning.",
+							&bgw_jit_lru_maxpages,
+							100, 0, INT_MAX / 2,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomRealVariable("bgw_jit.lru_multiplier",
+							 "Multiple of the recent buffer allocation rate to clean ahead of the clock sweep.",
+							 NULL,
+							 &bgw_jit_lru_multiplier,
+							 2.0, 0.0, 10.0,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bgw_jit.smoothing_samples",
+							"Number of cycles the allocation and density averages span.",
+							"1 disables smoothing.",
+							&bgw_jit_smoothing_samples,
+							16, 1, 1000,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bgw_jit.scan_whole_pool_seconds",
+							"Time within which the cleaner visits the whole buffer pool even when idle.",
+							NULL,
+							&bgw_jit_scan_whole_pool_seconds,
+							120, 1, 3600,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bgw_jit.history_size",
+							"Number of cleaning cycles kept in bgw_jit_history.",
+							NULL,
+							&bgw_jit_history_size,
+							1024, 0, 1000000,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("bgw_jit");
+}
+
+static void
+register_worker(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
+		BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
+	worker.bgw_restart_time = BGW_JIT_RESTART_SECONDS;
+	strlcpy(worker.bgw_library_name, "bgw_jit", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "bgw_jit_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "bgw_jit cleaner", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "bgw_jit", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+}
+
+static Size
+bgw_jit_shmem_size(void)
+{
+	return add_size(offsetof(BgwJitShared, history),
+					mul_size(bgw_jit_history_size, sizeof(BgwJitCycle)));
+}
+
+static void
+bgw_jit_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+
+	RequestAddinShmemSpace(bgw_jit_shmem_size());
+	RequestNamedLWLockTranche("bgw_jit", 1);
+}
+
+static void
+bgw_jit_shmem_startup(void)
+{
+	bool		found;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	bgw_jit_shared = ShmemInitStruct("bgw_jit", bgw_jit_shmem_size(), &found);
+	if (!found)
+	{
+		memset(bgw_jit_shared, 0, bgw_jit_shmem_size());
+		bgw_jit_shared->lock = &(GetNamedLWLockTranche("bgw_jit"))->lock;
+		bgw_jit_shared->history_size = bgw_jit_history_size;
+		bgw_jit_shared->smoothed_density = JIT_INITIAL_DENSITY;
+		bgw_jit_shared->stats_reset = GetCurrentTimestamp();
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Error out unless the library was preloaded: without its shared memory
+ * there is nothing to report.
+ */
+void
+bgw_jit_check_loaded(void)
+{
+	if (bgw_jit_shared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("bgw_jit must be loaded via shared_preload_libraries"),
+				 errhint("Add bgw_jit to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+/* Zero the cumulative counters and the history; caller checked privileges. */
+void
+bgw_jit_reset_counters(void)
+{
+	BgwJitShared *s = bgw_jit_shared;
+
+	LWLockAcquire(s->lock, LW_EXCLUSIVE);
+	memset(&s->counters, 0, sizeof(s->counters));
+	s->history_count = 0;
+	s->stats_reset = GetCurrentTimestamp();
+	LWLockRelease(s->lock);
+}

@@ -1,0 +1,99 @@
+/*-------------------------------------------------------------------------
+ *
+ * bgw_jit.h
+ *		Shared declarations of the bgw_jit extension.
+ *
+ * Copyright (c) 2026, bgw_jit developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef BGW_JIT_H
+#define BGW_JIT_H
+
+#include "datatype/timestamp.h"
+#include "storage/buf_internals.h"
+#include "storage/lwlock.h"
+
+/* One cycle of the worker, as kept in the history ring. */
+typedef struct BgwJitCycle
+{
+	uint64		cycle;			/* cycle number since stats reset, from 1 */
+	TimestampTz at;				/* when the cycle started */
+	uint32		recent_alloc;	/* allocations credited to the cycle */
+	int64		strategy_delta; /* clock-hand movement since last cycle */
+	float		smoothed_alloc;
+	float		smoothed_density;
+	int			upcoming_alloc_est;
+	int			bufs_ahead;		/* cleaner's lead over the hand */
+	int			scanned;
+	int			written;
+	int			reusable_found; /* reusable buffers the scan found */
+	bool		lapped;			/* the hand had overtaken the cleaner */
+	bool		hit_maxpages;
+	int64		cpu_us;			/* CPU time the cycle took */
+} BgwJitCycle;
+
+/* Cumulative counters since stats_reset. */
+typedef struct BgwJitCounters
+{
+	uint64		cycles;
+	uint64		buf_clean;		/* buffers this worker wrote */
+	uint64		buf_alloc;		/* allocations credited to cycles */
+	uint64		backend_writes; /* increase of pg_stat_bgwriter.buffers_backend */
+	uint64		maxwritten_clean;
+	uint64		laps;
+	uint64		hibernations;
+	uint64		buffers_scanned;
+	uint64		buffers_reusable;
+} BgwJitCounters;
+
+/* Everything in shared memory; 'lock' protects all other fields. */
+typedef struct BgwJitShared
+{
+	LWLock	   *lock;
+	BgwJitCounters counters;
+	TimestampTz stats_reset;
+
+	/* the buffers_backend value the worker last folded into counters */
+	bool		backend_seen_valid;
+	uint64		backend_seen;
+
+	/* state as of the last cycle */
+	int			strategy_buf_id;
+	int			next_to_clean;
+	int			bufs_ahead;
+	float		smoothed_alloc;
+	float		smoothed_density;
+	int			upcoming_alloc_est;
+	TimestampTz last_cycle_at;
+
+	/* ring of the last history_size cycles; history_count ever recorded */
+	int			history_size;
+	uint64		history_count;
+	BgwJitCycle history[FLEXIBLE_ARRAY_MEMBER];
+} BgwJitShared;
+
+/* bgw_jit.c: settings */
+extern bool bgw_jit_enabled;
+extern int	bgw_jit_delay;
+extern int	bgw_jit_lru_maxpages;
+extern double bgw_jit_lru_multiplier;
+extern int	bgw_jit_smoothing_samples;
+extern int	bgw_jit_scan_whole_pool_seconds;
+extern int	bgw_jit_history_size;
+
+/* bgw_jit.c: shared state */
+extern BgwJitShared *bgw_jit_shared;
+extern void bgw_jit_check_loaded(void);
+extern void bgw_jit_reset_counters(void);
+
+/* cleaner.c: outcome flags of cleaner_sync_buffer() */
+#define CLEANER_REUSABLE	0x01	/* unpinned and usage count 0 */
+#define CLEANER_WRITTEN		0x02	/* this call wrote it */
+
+extern int	cleaner_sync_buffer(int buf_id, WritebackContext *wb_context);
+
+/* worker.c */
+extern PGDLLEXPORT void bgw_jit_main(Datum main_arg);
+
+#endif							/* BGW_JIT_H */

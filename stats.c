@@ -1,0 +1,376 @@
+/*-------------------------------------------------------------------------
+ *
+ * stats.c
+ *		SQL-callable functions: statistics, history, reset and replay.
+ *
+ * Readers copy what they need under a shared lock and build tuples after
+ * releasing it, so a query never holds up the worker for long.
+ *
+ * Copyright (c) 2026, bgw_jit developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "storage/bufmgr.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "bgw_jit.h"
+#include "compat.h"
+#include "estimator.h"
+
+PG_FUNCTION_INFO_V1(bgw_jit_stats);
+PG_FUNCTION_INFO_V1(bgw_jit_history);
+PG_FUNCTION_INFO_V1(bgw_jit_reset);
+PG_FUNCTION_INFO_V1(bgw_jit_replay);
+
+#define STATS_COLS		17
+#define HISTORY_COLS	14
+#define REPLAY_COLS		6
+
+static Datum
+timestamp_or_null(TimestampTz ts, bool *isnull)
+{
+	*isnull = (ts == 0);
+	return TimestampTzGetDatum(ts);
+}
+
+/*
+ * bgw_jit_stats() - one row of cumulative counters and current state.
+ */
+Datum
+bgw_jit_stats(PG_FUNCTION_ARGS)
+{
+	BgwJitShared *s;
+	BgwJitShared snap;
+	uint64		backend_now;
+	uint64		backend_total;
+	uint64		buf_backend;
+	TupleDesc	tupdesc;
+	Datum		values[STATS_COLS];
+	bool		nulls[STATS_COLS];
+	int			i = 0;
+
+	bgw_jit_check_loaded();
+	s = bgw_jit_shared;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	backend_now = compat_shared_backend_writes();
+
+	LWLockAcquire(s->lock, LW_SHARED);
+	memcpy(&snap, s, offsetof(BgwJitShared, history));
+	LWLockRelease(s->lock);
+
+	/*
+	 * Backend writes the worker has not folded in yet, then take away the
+	 * worker's own writes, which core counts as backend writes too.
+	 */
+	backend_total = snap.counters.backend_writes;
+	if (snap.backend_seen_valid)
+		backend_total += (backend_now >= snap.backend_seen) ?
+			backend_now - snap.backend_seen : backend_now;
+	buf_backend = (backend_total > snap.counters.buf_clean) ?
+		backend_total - snap.counters.buf_clean : 0;
+
+	memset(nulls, 0, sizeof(nulls));
+	values[i++] = Int64GetDatum(snap.counters.buf_clean);
+	values[i++] = Int64GetDatum(buf_backend);
+	values[i++] = Int64GetDatum(snap.counters.buf_alloc);
+	values[i++] = Int64GetDatum(snap.counters.maxwritten_clean);
+	values[i++] = Int64GetDatum(snap.counters.cycles);
+	values[i++] = Int64GetDatum(snap.counters.laps);
+	values[i++] = Int64GetDatum(snap.counters.hibernations);
+	values[i++] = Int64GetDatum(snap.counters.buffers_scanned);
+	values[i++] = Int64GetDatum(snap.counters.buffers_reusable);
+	values[i++] = Int32GetDatum(snap.strategy_buf_id);
+	values[i++] = Int32GetDatum(snap.next_to_clean);
+	values[i++] = Int32GetDatum(snap.bufs_ahead);
+	values[i++] = Float8GetDatum(snap.smoothed_alloc);
+	values[i++] = Float8GetDatum(snap.smoothed_density);
+	values[i++] = Int32GetDatum(snap.upcoming_alloc_est);
+	values[i] = timestamp_or_null(snap.last_cycle_at, &nulls[i]);
+	i++;
+	values[i] = timestamp_or_null(snap.stats_reset, &nulls[i]);
+	i++;
+	Assert(i == STATS_COLS);
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * bgw_jit_history() - the cycles kept in the ring, oldest first.
+ */
+Datum
+bgw_jit_history(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	BgwJitShared *s;
+	BgwJitCycle *copy;
+	uint64		first;
+	uint64		count;
+	uint64		n;
+
+	bgw_jit_check_loaded();
+	s = bgw_jit_shared;
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	copy = palloc(sizeof(BgwJitCycle) * Max(s->history_size, 1));
+	LWLockAcquire(s->lock, LW_SHARED);
+	count = Min(s->history_count, (uint64) s->history_size);
+	first = s->history_count - count;
+	for (n = 0; n < count; n++)
+		copy[n] = s->history[(first + n) % s->history_size];
+	LWLockRelease(s->lock);
+
+	for (n = 0; n < count; n++)
+	{
+		BgwJitCycle *e = &copy[n];
+		Datum		values[HISTORY_COLS];
+		bool		nulls[HISTORY_COLS];
+		int			i = 0;
+
+		memset(nulls, 0, sizeof(nulls));
+		values[i++] = Int64GetDatum(e->cycle);
+		values[i++] = TimestampTzGetDatum(e->at);
+		values[i++] = Int64GetDatum(e->recent_alloc);
+		values[i++] = Int64GetDatum(e->strategy_delta);
+		values[i++] = Float8GetDatum(e->smoothed_alloc);
+		values[i++] = Float8GetDatum(e->smoothed_density);
+		values[i++] = Int32GetDatum(e->upcoming_alloc_est);
+		values[i++] = Int32GetDatum(e->bufs_ahead);
+		values[i++] = Int32GetDatum(e->scanned);
+		values[i++] = Int32GetDatum(e->written);
+		values[i++] = Int32GetDatum(e->reusable_found);
+		values[i++] = BoolGetDatum(e->lapped);
+		values[i++] = BoolGetDatum(e->hit_maxpages);
+		values[i++] = Int64GetDatum(e->cpu_us);
+		Assert(i == HISTORY_COLS);
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+
+	return (Datum) 0;
+}
+
+/*
+ * bgw_jit_reset() - zero counters and history.  EXECUTE is revoked from
+ * PUBLIC by the install script; granting it is the way to delegate.
+ */
+Datum
+bgw_jit_reset(PG_FUNCTION_ARGS)
+{
+	bgw_jit_check_loaded();
+	bgw_jit_reset_counters();
+	PG_RETURN_VOID();
+}
+
+/* Arguments of bgw_jit_replay(), in declaration order. */
+enum
+{
+	REPLAY_ARG_ALLOCS,
+	REPLAY_ARG_DELTAS,
+	REPLAY_ARG_AHEAD,
+	REPLAY_ARG_SCANNED,
+	REPLAY_ARG_REUSABLE,
+	REPLAY_ARG_MULTIPLIER,
+	REPLAY_ARG_SMOOTHING,
+	REPLAY_ARG_DELAY,
+	REPLAY_ARG_SCAN_WHOLE,
+	REPLAY_ARG_NBUFFERS,
+	REPLAY_ARG_START_ALLOC,
+	REPLAY_ARG_START_DENSITY
+};
+
+static const char *const replay_arg_names[] = {
+	"recent_allocs", "strategy_deltas", "bufs_ahead", "scanned",
+	"reusable_found", "lru_multiplier", "smoothing_samples", "delay",
+	"scan_whole_pool_seconds", "nbuffers", "start_smoothed_alloc",
+	"start_smoothed_density"
+};
+
+/*
+ * Deconstruct a one-dimensional int8 array argument without NULL elements
+ * whose values lie in [0, max].  An absent (SQL NULL) optional array gives
+ * NULL; *len must match the length already set, or sets it when -1.
+ */
+static int64 *
+replay_array_arg(FunctionCallInfo fcinfo, int argno, bool required,
+				 int64 max, int *len)
+{
+	const char *name = replay_arg_names[argno];
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *elem_nulls;
+	int			n;
+	int64	   *result;
+
+	if (PG_ARGISNULL(argno))
+	{
+		if (required)
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not be null", name)));
+		return NULL;
+	}
+
+	arr = PG_GETARG_ARRAYTYPE_P(argno);
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s must be a one-dimensional array", name)));
+
+	deconstruct_array(arr, INT8OID, sizeof(int64), FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &elems, &elem_nulls, &n);
+
+	if (*len < 0)
+		*len = n;
+	else if (n != *len)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s has %d elements but recent_allocs has %d",
+						name, n, *len),
+				 errhint("Give one element per cycle in every array.")));
+
+	result = palloc(sizeof(int64) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		int64		v = DatumGetInt64(elems[i]);
+
+		if (elem_nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not contain nulls", name)));
+		if (v < 0 || v > max)
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("%s element %d is out of range: " INT64_FORMAT,
+							name, i + 1, v),
+					 errdetail("Values must lie between 0 and " INT64_FORMAT ".",
+							   max)));
+		result[i] = v;
+	}
+	return result;
+}
+
+/* A scalar argument that must be given and lie in [min, max]. */
+static double
+replay_scalar_arg(FunctionCallInfo fcinfo, int argno, bool is_int,
+				  double min, double max)
+{
+	const char *name = replay_arg_names[argno];
+	double		v;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", name)));
+	v = is_int ? (double) PG_GETARG_INT32(argno) : PG_GETARG_FLOAT8(argno);
+	if (!(v >= min && v <= max))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is out of range: %g", name, v),
+				 errdetail("Valid values lie between %g and %g.", min, max)));
+	return v;
+}
+
+/*
+ * bgw_jit_replay() - run the estimator over given per-cycle inputs.
+ *
+ * With the optional scan results (scanned, reusable_found) it reproduces
+ * the worker's cycles exactly; without them it shows what the estimate
+ * alone would have been under other settings.
+ */
+Datum
+bgw_jit_replay(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	JitParams	params;
+	JitState	state;
+	int			ncycles = -1;
+	int64	   *allocs;
+	int64	   *deltas;
+	int64	   *ahead;
+	int64	   *scanned;
+	int64	   *reusable;
+
+	bgw_jit_check_loaded();
+
+	allocs = replay_array_arg(fcinfo, REPLAY_ARG_ALLOCS, true,
+							  PG_UINT32_MAX, &ncycles);
+	deltas = replay_array_arg(fcinfo, REPLAY_ARG_DELTAS, true,
+							  PG_INT64_MAX, &ncycles);
+	ahead = replay_array_arg(fcinfo, REPLAY_ARG_AHEAD, false,
+							 PG_INT32_MAX, &ncycles);
+	scanned = replay_array_arg(fcinfo, REPLAY_ARG_SCANNED, false,
+							   PG_INT32_MAX, &ncycles);
+	reusable = replay_array_arg(fcinfo, REPLAY_ARG_REUSABLE, false,
+								PG_INT32_MAX, &ncycles);
+	if ((scanned == NULL) != (reusable == NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("scanned and reusable_found must be given together")));
+
+	params.multiplier = replay_scalar_arg(fcinfo, REPLAY_ARG_MULTIPLIER,
+										  false, 0, 10);
+	params.smoothing_samples = replay_scalar_arg(fcinfo, REPLAY_ARG_SMOOTHING,
+												 true, 1, 1000);
+	params.delay_ms = replay_scalar_arg(fcinfo, REPLAY_ARG_DELAY,
+										true, 10, 10000);
+	params.scan_whole_pool_seconds = replay_scalar_arg(fcinfo,
+													   REPLAY_ARG_SCAN_WHOLE,
+													   true, 1, 3600);
+	params.nbuffers = PG_ARGISNULL(REPLAY_ARG_NBUFFERS) ? NBuffers :
+		replay_scalar_arg(fcinfo, REPLAY_ARG_NBUFFERS, true, 16, INT_MAX / 2);
+
+	state.smoothed_alloc = replay_scalar_arg(fcinfo, REPLAY_ARG_START_ALLOC,
+											 false, 0, PG_UINT32_MAX);
+	state.smoothed_density = replay_scalar_arg(fcinfo, REPLAY_ARG_START_DENSITY,
+											   false, 1e-6, 1e9);
+
+	if (ahead)
+	{
+		for (int i = 0; i < ncycles; i++)
+			if (ahead[i] > params.nbuffers)
+				ereport(ERROR,
+						(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+						 errmsg("bufs_ahead element %d exceeds nbuffers (%d)",
+								i + 1, params.nbuffers)));
+	}
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	for (int i = 0; i < ncycles; i++)
+	{
+		JitEstimate est;
+		Datum		values[REPLAY_COLS];
+		bool		nulls[REPLAY_COLS];
+		int			c = 0;
+
+		jit_estimate(&state, &params, (uint32) allocs[i], deltas[i],
+					 ahead ? (int) ahead[i] : 0, &est);
+
+		/* The published figures are taken after the density refinement. */
+		if (scanned)
+			jit_refine_density(&state, &params, scanned[i], reusable[i]);
+
+		memset(nulls, 0, sizeof(nulls));
+		values[c++] = Int32GetDatum(i + 1);
+		values[c++] = Float8GetDatum(state.smoothed_alloc);
+		values[c++] = Float8GetDatum(state.smoothed_density);
+		values[c++] = Int32GetDatum(est.reusable_buffers_est);
+		values[c++] = Int32GetDatum(est.min_scan_buffers);
+		values[c++] = Int32GetDatum(est.upcoming_alloc_est);
+		Assert(c == REPLAY_COLS);
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+
+	return (Datum) 0;
+}
