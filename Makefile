@@ -14,7 +14,7 @@ DATA = bgw_jit--1.0.sql
 PGFILEDESC = "bgw_jit - just-in-time background buffer cleaning"
 
 REGRESS = bgw_jit
-REGRESS_OPTS = --temp-config=$(top_srcdir)/bgw_jit.conf
+REGRESS_OPTS = --temp-config=$(srcdir)/bgw_jit.conf --temp-instance=$(CURDIR)/tmp_check_regress
 TAP_TESTS = 1
 
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config

@@ -275,8 +275,8 @@ replay_scalar_arg(FunctionCallInfo fcinfo, int argno, bool is_int,
 	if (!(v >= min && v <= max))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s is out of range: %g", name, v),
-				 errdetail("Valid values lie between %g and %g.", min, max)));
+				 errmsg("%s is out of range: %.15g", name, v),
+				 errdetail("Valid values lie between %.15g and %.15g.", min, max)));
 	return v;
 }
 
