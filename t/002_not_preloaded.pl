@@ -1,0 +1,45 @@
+# Without shared_preload_libraries: CREATE EXTENSION works, every view and
+# function fails with a clear error and hint, and nothing crashes.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('not_preloaded');
+$node->init;
+$node->start;
+
+$node->safe_psql('postgres', 'CREATE EXTENSION bgw_jit');
+pass('CREATE EXTENSION succeeds without preloading');
+
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'bgw_jit'"),
+	'0', 'no worker runs');
+
+for my $query (
+	'SELECT * FROM bgw_jit_stats',
+	'SELECT * FROM bgw_jit_history',
+	'SELECT * FROM bgw_jit_stats()',
+	'SELECT * FROM bgw_jit_history()',
+	'SELECT bgw_jit_reset()',
+	'SELECT * FROM bgw_jit_replay(ARRAY[1], ARRAY[1])')
+{
+	my ($ret, $stdout, $stderr) = $node->psql('postgres', $query);
+	isnt($ret, 0, "$query fails");
+	like($stderr,
+		qr/ERROR:  bgw_jit must be loaded via shared_preload_libraries\nHINT:  Add bgw_jit to shared_preload_libraries/,
+		"$query: error names shared_preload_libraries, with a hint");
+}
+
+# The settings are not defined, so nothing stops the server from starting.
+is($node->safe_psql('postgres', "SELECT count(*) FROM pg_settings WHERE name LIKE 'bgw_jit.%'"),
+	'0', 'no settings defined without preloading');
+
+$node->safe_psql('postgres', 'DROP EXTENSION bgw_jit');
+pass('DROP EXTENSION succeeds');
+is($node->safe_psql('postgres', 'SELECT 1'), '1', 'server still up');
+$node->stop;
+
+done_testing();

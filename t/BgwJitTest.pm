@@ -1,0 +1,117 @@
+# Helpers shared by bgw_jit's TAP tests.
+package BgwJitTest;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use File::Temp ();
+use JSON::PP qw(decode_json);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+our @EXPORT = qw(new_bgw_jit_node pgbench_init update_load
+  settle_stats query_hash wait_for_worker worker_pid);
+
+# pgbench's update-only transaction (seed 001's workload).
+my $update_script = <<'EOS';
+\set aid random(1, 100000 * :scale)
+\set delta random(-5000, 5000)
+UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
+EOS
+
+# A cluster with data checksums, the library preloaded, the built-in LRU
+# scan off and checkpoints out of the way, so that what is measured is
+# LRU cleaning.  Extra postgresql.conf lines in $extra_conf.
+sub new_bgw_jit_node
+{
+	my ($name, $extra_conf) = @_;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+	$node->init(extra => ['--data-checksums']);
+	$node->append_conf('postgresql.conf', <<"EOC");
+shared_preload_libraries = 'bgw_jit'
+shared_buffers = 16MB
+bgwriter_lru_maxpages = 0
+synchronous_commit = off
+max_wal_size = 4GB
+checkpoint_timeout = 30min
+autovacuum = off
+log_min_messages = info
+EOC
+	$node->append_conf('postgresql.conf', $extra_conf) if defined $extra_conf;
+	return $node;
+}
+
+sub pgbench_init
+{
+	my ($node, $scale) = @_;
+	$node->command_ok([ 'pgbench', '-i', '-q', '-s', $scale, 'postgres' ],
+		"pgbench -i -s $scale");
+	return;
+}
+
+# Run the update-only load; returns pgbench's output.
+sub update_load
+{
+	my ($node, %opt) = @_;
+	my $clients = $opt{clients} // 1;
+	my $seconds = $opt{seconds} // 5;
+	my $scale = $opt{scale} // 10;
+	my $file = File::Temp->new(SUFFIX => '.sql');
+	print $file $update_script;
+	close $file;
+	chmod 0644, $file->filename;
+	my ($stdout, $stderr);
+	my $ok = IPC::Run::run(
+		[
+			'pgbench', '-n', '-f', $file->filename, '-s', $scale,
+			'-c', $clients, '-j', $clients, '-T', $seconds,
+			'-h', $node->host, '-p', $node->port, 'postgres'
+		],
+		'>', \$stdout, '2>', \$stderr);
+	ok($ok, "pgbench update load, $clients client(s), ${seconds}s")
+	  or diag($stderr);
+	return $stdout;
+}
+
+# Make the checkpointer absorb backend write counts into pgstat (a SIGHUP
+# does it) and give the bgwriter and bgw_jit a cycle to report.
+sub settle_stats
+{
+	my ($node) = @_;
+	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+	usleep(1_500_000);
+	return;
+}
+
+# One row of a query as a hash of column => value.
+sub query_hash
+{
+	my ($node, $sql) = @_;
+	my $out = $node->safe_psql('postgres',
+		"SELECT row_to_json(q) FROM ($sql) q");
+	return decode_json($out);
+}
+
+sub worker_pid
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'bgw_jit'");
+}
+
+# Wait until a bgw_jit worker other than $old_pid is running; its pid.
+sub wait_for_worker
+{
+	my ($node, $old_pid) = @_;
+	my $cond = "backend_type = 'bgw_jit'";
+	$cond .= " AND pid <> $old_pid" if defined $old_pid;
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE $cond")
+	  or return undef;
+	return worker_pid($node);
+}
+
+1;
