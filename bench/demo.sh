@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# bench/demo.sh - watch bgw_jit clean under load, next to the built-in
+# background writer, on a throw-away cluster.
+#
+# Builds and installs the extension, creates a cluster with a 32 MB buffer
+# pool and a ~400 MB pgbench database (scale 25), then runs the update-only
+# workload twice: once with the built-in writer's defaults, once with
+# bgw_jit (switched by reload, no restart).  Prints both side by side.
+# Usage: bench/demo.sh [seconds per phase, default 20] [clients, default 2]
+set -euo pipefail
+
+. "$(dirname "$0")/setup.sh"
+
+seconds=${1:-20}
+clients=${2:-2}
+port=${BGW_JIT_DEMO_PORT:-54329}
+
+bgw_jit_require_packages postgresql-15 postgresql-server-dev-15 make gcc
+
+work=$(mktemp -d /tmp/bgw_jit_demo.XXXXXX)
+chmod 755 "$work"
+[ "$(id -u)" -eq 0 ] && chown "$BGW_JIT_USER" "$work"
+data=$work/data
+stop_server() {
+	[ -f "$data/postmaster.pid" ] &&
+		as_server_user pg_ctl -D "$data" -m immediate stop >/dev/null 2>&1
+	rm -rf "$work"
+}
+trap stop_server EXIT
+trap 'exit 130' INT TERM
+
+echo "== building and installing bgw_jit"
+bgw_jit_build_install "$work/src"
+
+echo "== creating a throw-away cluster in $data"
+as_server_user initdb -k -D "$data" >/dev/null
+cat >>"$data/postgresql.conf" <<EOC
+port = $port
+listen_addresses = ''
+unix_socket_directories = '$work'
+shared_preload_libraries = 'bgw_jit'
+shared_buffers = 32MB
+synchronous_commit = off
+max_wal_size = 8GB
+checkpoint_timeout = 1h
+autovacuum = off
+# bgw_jit tuned for this load (see README, Tuning)
+bgw_jit.delay = 20ms
+bgw_jit.lru_multiplier = 4.0
+bgw_jit.lru_maxpages = 1000
+EOC
+[ "$(id -u)" -eq 0 ] && chown "$BGW_JIT_USER" "$data/postgresql.conf"
+as_server_user pg_ctl -D "$data" -l "$work/server.log" -w start >/dev/null
+
+psql_() { as_server_user psql -X -q -h "$work" -p "$port" -d postgres "$@"; }
+
+echo "== loading pgbench scale 25 (~400 MB, buffer pool 32 MB)"
+as_server_user pgbench -h "$work" -p "$port" -i -q -s 25 postgres 2>&1 | tail -1
+psql_ -c 'CREATE EXTENSION bgw_jit'
+
+cat >"$work/update.sql" <<'EOS'
+\set aid random(1, 100000 * :scale)
+\set delta random(-5000, 5000)
+UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
+EOS
+chmod 644 "$work/update.sql"
+
+# One phase: settings by ALTER SYSTEM + reload, reset counters, run the load
+# with a line of bgw_jit_stats every 5 s, settle buffers_backend, record.
+phase() {
+	local name=$1 lru_maxpages=$2 enabled=$3
+	echo
+	echo "== $name: bgwriter_lru_maxpages = $lru_maxpages, bgw_jit.enabled = $enabled"
+	psql_ -c "ALTER SYSTEM SET bgwriter_lru_maxpages = $lru_maxpages" \
+		-c "ALTER SYSTEM SET bgw_jit.enabled = $enabled" \
+		-c 'SELECT pg_reload_conf()' >/dev/null
+	sleep 1
+	psql_ -c "SELECT pg_stat_reset_shared('bgwriter'), bgw_jit_reset()" >/dev/null
+	as_server_user pgbench -h "$work" -p "$port" -n -f "$work/update.sql" \
+		-s 25 -c "$clients" -j "$clients" -T "$seconds" postgres \
+		>"$work/$name.pgbench" 2>&1 &
+	local bench=$!
+	while kill -0 $bench 2>/dev/null; do
+		sleep 5
+		psql_ -At -F ' ' -c "SELECT to_char(now(), 'HH24:MI:SS'),
+			'bgw_jit wrote', buf_clean, 'allocs', buf_alloc,
+			'smoothed_alloc', round(smoothed_alloc::numeric, 1),
+			'estimate', upcoming_alloc_est FROM bgw_jit_stats" || true
+	done
+	wait $bench
+	grep -E '^tps' "$work/$name.pgbench"
+	# buffers_backend reaches pgstat when the checkpointer absorbs its queue
+	psql_ -c 'SELECT pg_reload_conf()' >/dev/null
+	sleep 1.5
+	psql_ -At -F '|' -c "SELECT '$name',
+		(regexp_match(\$\$$(grep -E '^tps' "$work/$name.pgbench")\$\$,
+			'tps = ([0-9.]+)'))[1]::numeric(10,0),
+		b.buffers_clean, b.buffers_backend, b.buffers_alloc,
+		round(100.0 * b.buffers_clean / nullif(b.buffers_clean + b.buffers_backend, 0), 2),
+		s.buf_clean, s.buf_backend, s.buf_alloc, s.cleaner_pct
+		FROM pg_stat_bgwriter b, bgw_jit_stats s" >>"$work/summary"
+}
+
+phase builtin 100 off
+phase bgw_jit 0 on
+
+echo
+echo "== side by side ($clients clients, ${seconds}s each; figures since each phase's reset)"
+{
+	echo "phase|tps|pg_stat_bgwriter: buffers_clean|buffers_backend|buffers_alloc|cleaner_pct|bgw_jit_stats: buf_clean|buf_backend|buf_alloc|cleaner_pct"
+	cat "$work/summary"
+} | column -t -s '|'
+echo
+echo "== bgw_jit_stats after the bgw_jit phase"
+psql_ -x -c 'SELECT * FROM bgw_jit_stats'

@@ -1,0 +1,59 @@
+# bench/setup.sh - shared set-up for bgw_jit's scripts; source it.
+#
+# Installs the packages the build and the tests need (when run as root on
+# Debian), copies the source to a directory the server account can write,
+# builds it there and installs it.  PostgreSQL refuses to run as root, so
+# server-side steps run as the "postgres" account when invoked as root.
+
+PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
+PG_CONFIG=${PG_CONFIG:-$PG_BINDIR/pg_config}
+BGW_JIT_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BGW_JIT_CFLAGS='-Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers'
+
+# Install missing Debian packages given as arguments.
+bgw_jit_require_packages() {
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' ||
+			missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "missing packages: ${missing[*]} (run as root or install them)" >&2
+		return 1
+	fi
+	echo "installing: ${missing[*]}"
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+# The account that runs servers: postgres when we are root, else ourselves.
+if [ "$(id -u)" -eq 0 ]; then
+	BGW_JIT_USER=postgres
+else
+	BGW_JIT_USER=$(id -un)
+fi
+
+as_server_user() {
+	if [ "$(id -u)" -eq 0 ]; then
+		runuser -u "$BGW_JIT_USER" -- env PATH="$PG_BINDIR:$PATH" "$@"
+	else
+		env PATH="$PG_BINDIR:$PATH" "$@"
+	fi
+}
+
+# Copy the source tree to $1 (owned by the server account), build it there
+# with warnings as errors, and install it (needs root or a writable
+# PostgreSQL installation).
+bgw_jit_build_install() {
+	local dir=$1
+	mkdir -p "$dir"
+	(cd "$BGW_JIT_SRC" && tar --exclude=.git --exclude=tmp_check \
+		--exclude=tmp_check_regress --exclude=results --exclude='bench/out' \
+		-cf - .) | tar -xf - -C "$dir"
+	[ "$(id -u)" -eq 0 ] && chown -R "$BGW_JIT_USER" "$dir"
+	as_server_user make -C "$dir" -s clean >/dev/null
+	as_server_user make -C "$dir" -s PG_CONFIG="$PG_CONFIG" \
+		COPT="$BGW_JIT_CFLAGS -Werror"
+	make -C "$dir" -s PG_CONFIG="$PG_CONFIG" install >/dev/null
+}
