@@ -52,6 +52,7 @@ CREATE FUNCTION bgw_jit_history(
     OUT cycle bigint,
     OUT at timestamp with time zone,
     OUT recent_alloc bigint,
+    OUT alloc_reported bigint,
     OUT strategy_delta bigint,
     OUT smoothed_alloc double precision,
     OUT smoothed_density double precision,

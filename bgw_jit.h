@@ -20,6 +20,7 @@ typedef struct BgwJitCycle
 	uint64		cycle;			/* cycle number since stats reset, from 1 */
 	TimestampTz at;				/* when the cycle started */
 	uint32		recent_alloc;	/* allocations credited to the cycle */
+	int64		alloc_reported; /* increase of the shared counter seen */
 	int64		strategy_delta; /* clock-hand movement since last cycle */
 	float		smoothed_alloc;
 	float		smoothed_density;

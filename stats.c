@@ -29,7 +29,7 @@ PG_FUNCTION_INFO_V1(bgw_jit_reset);
 PG_FUNCTION_INFO_V1(bgw_jit_replay);
 
 #define STATS_COLS		17
-#define HISTORY_COLS	14
+#define HISTORY_COLS	15
 #define REPLAY_COLS		6
 
 static Datum
@@ -140,6 +140,7 @@ bgw_jit_history(PG_FUNCTION_ARGS)
 		values[i++] = Int64GetDatum(e->cycle);
 		values[i++] = TimestampTzGetDatum(e->at);
 		values[i++] = Int64GetDatum(e->recent_alloc);
+		values[i++] = Int64GetDatum(e->alloc_reported);
 		values[i++] = Int64GetDatum(e->strategy_delta);
 		values[i++] = Float8GetDatum(e->smoothed_alloc);
 		values[i++] = Float8GetDatum(e->smoothed_density);
