@@ -17,6 +17,11 @@ REGRESS = bgw_jit
 REGRESS_OPTS = --temp-config=$(srcdir)/bgw_jit.conf --temp-instance=$(CURDIR)/tmp_check_regress
 TAP_TESTS = 1
 
+# Test builds only: "make FAULT_INJECTION=1" adds bgw_jit.inject_error.
+ifdef FAULT_INJECTION
+PG_CPPFLAGS += -DBGW_JIT_FAULT_INJECTION
+endif
+
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

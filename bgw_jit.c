@@ -38,6 +38,9 @@ double		bgw_jit_lru_multiplier = 2.0;
 int			bgw_jit_smoothing_samples = 16;
 int			bgw_jit_scan_whole_pool_seconds = 120;
 int			bgw_jit_history_size = 1024;
+#ifdef BGW_JIT_FAULT_INJECTION
+bool		bgw_jit_inject_error = false;
+#endif
 
 BgwJitShared *bgw_jit_shared = NULL;
 
@@ -137,6 +140,17 @@ define_settings(void)
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);
+
+#ifdef BGW_JIT_FAULT_INJECTION
+	DefineCustomBoolVariable("bgw_jit.inject_error",
+							 "Test builds only: the worker raises an ERROR while it holds a buffer pinned and locked.",
+							 NULL,
+							 &bgw_jit_inject_error,
+							 false,
+							 PGC_SIGHUP,
+							 GUC_NOT_IN_SAMPLE,
+							 NULL, NULL, NULL);
+#endif
 
 	MarkGUCPrefixReserved("bgw_jit");
 }

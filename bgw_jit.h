@@ -82,6 +82,9 @@ extern double bgw_jit_lru_multiplier;
 extern int	bgw_jit_smoothing_samples;
 extern int	bgw_jit_scan_whole_pool_seconds;
 extern int	bgw_jit_history_size;
+#ifdef BGW_JIT_FAULT_INJECTION
+extern bool bgw_jit_inject_error;
+#endif
 
 /* bgw_jit.c: shared state */
 extern BgwJitShared *bgw_jit_shared;

@@ -80,6 +80,12 @@ cleaner_sync_buffer(int buf_id, WritebackContext *wb_context)
 	}
 
 	LockBuffer(buffer, BUFFER_LOCK_SHARE);
+#ifdef BGW_JIT_FAULT_INJECTION
+	if (bgw_jit_inject_error)
+		ereport(ERROR,
+				(errmsg("bgw_jit: injected error with buffer %d pinned and locked",
+						buffer)));
+#endif
 	written_before = pgBufferUsage.shared_blks_written;
 	FlushOneBuffer(buffer);
 	wrote = pgBufferUsage.shared_blks_written != written_before;

@@ -44,9 +44,11 @@ as_server_user() {
 
 # Copy the source tree to $1 (owned by the server account), build it there
 # with warnings as errors, and install it (needs root or a writable
-# PostgreSQL installation).
+# PostgreSQL installation).  Further arguments go to make (e.g. the test
+# suite's FAULT_INJECTION=1).
 bgw_jit_build_install() {
 	local dir=$1
+	shift
 	mkdir -p "$dir"
 	(cd "$BGW_JIT_SRC" && tar --exclude=.git --exclude=tmp_check \
 		--exclude=tmp_check_regress --exclude=results --exclude='bench/out' \
@@ -54,6 +56,6 @@ bgw_jit_build_install() {
 	[ "$(id -u)" -eq 0 ] && chown -R "$BGW_JIT_USER" "$dir"
 	as_server_user make -C "$dir" -s clean >/dev/null
 	as_server_user make -C "$dir" -s PG_CONFIG="$PG_CONFIG" \
-		COPT="$BGW_JIT_CFLAGS -Werror"
-	make -C "$dir" -s PG_CONFIG="$PG_CONFIG" install >/dev/null
+		COPT="$BGW_JIT_CFLAGS -Werror" "$@"
+	make -C "$dir" -s PG_CONFIG="$PG_CONFIG" "$@" install >/dev/null
 }

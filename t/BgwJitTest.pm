@@ -13,7 +13,8 @@ use Test::More;
 use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(new_bgw_jit_node pgbench_init update_load
-  settle_stats query_hash wait_for_worker worker_pid);
+  settle_stats query_hash wait_for_worker worker_pid check_integrity
+  has_fault_injection);
 
 # pgbench's update-only transaction (seed 001's workload).
 my $update_script = <<'EOS';
@@ -93,6 +94,37 @@ sub query_hash
 	my $out = $node->safe_psql('postgres',
 		"SELECT row_to_json(q) FROM ($sql) q");
 	return decode_json($out);
+}
+
+# Data integrity after a test that wrote: amcheck over every heap and
+# btree in every database, and no checksum failures.
+sub check_integrity
+{
+	my ($node, $label) = @_;
+	my ($stdout, $stderr);
+	my $ok = IPC::Run::run(
+		[
+			'pg_amcheck', '--install-missing', '--all', '--heapallindexed',
+			'-h', $node->host, '-p', $node->port
+		],
+		'>', \$stdout, '2>', \$stderr);
+	ok($ok && $stdout eq '', "$label: pg_amcheck finds no corruption")
+	  or diag("pg_amcheck: $stdout$stderr");
+	is( $node->safe_psql(
+			'postgres',
+			'SELECT coalesce(sum(checksum_failures), 0) FROM pg_stat_database'),
+		'0',
+		"$label: no checksum failures");
+	return;
+}
+
+# Whether the installed build has the test-only bgw_jit.inject_error.
+sub has_fault_injection
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_settings WHERE name = 'bgw_jit.inject_error'")
+	  eq '1';
 }
 
 sub worker_pid

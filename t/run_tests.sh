@@ -17,18 +17,24 @@ keep=${BGW_JIT_KEEP:-0}
 cleanup() { [ "$keep" = 1 ] || rm -rf "$work"; }
 trap cleanup EXIT
 
-echo "== build (warnings are errors) and install, in $work"
-bgw_jit_build_install "$work"
+echo "== build (warnings are errors), in $work"
+# the production build must be warning-free too, not only the test build
+bgw_jit_build_install "$work/prod"
+echo "== build with fault injection for the tests, and install"
+bgw_jit_build_install "$work/test" FAULT_INJECTION=1
 
 status=0
 echo "== pg_regress and TAP tests"
-as_server_user make -C "$work" PG_CONFIG="$PG_CONFIG" installcheck \
+as_server_user make -C "$work/test" PG_CONFIG="$PG_CONFIG" installcheck \
 	${PROVE_TESTS:+PROVE_TESTS="$PROVE_TESTS"} || status=$?
+
+echo "== reinstall the production build"
+make -C "$work/prod" -s PG_CONFIG="$PG_CONFIG" install >/dev/null
 
 if [ $status -ne 0 ]; then
 	keep=1
 	echo "== failed; logs kept in $work" >&2
-	for f in "$work"/regression.diffs "$work"/tmp_check/log/regress_log_*; do
+	for f in "$work"/test/regression.diffs "$work"/test/tmp_check/log/regress_log_*; do
 		[ -f "$f" ] || continue
 		echo "---- $f (tail)" >&2
 		tail -n 60 "$f" >&2
