@@ -206,8 +206,13 @@ bgw_jit_shmem_startup(void)
 		bgw_jit_shared->history_size = bgw_jit_history_size;
 		bgw_jit_shared->smoothed_density = JIT_INITIAL_DENSITY;
 		bgw_jit_shared->stats_reset = GetCurrentTimestamp();
+		bgw_jit_stats_load(bgw_jit_shared);
 	}
 	LWLockRelease(AddinShmemInitLock);
+
+	/* The postmaster saves the statistics when it exits cleanly. */
+	if (!IsUnderPostmaster)
+		on_shmem_exit(bgw_jit_stats_save, (Datum) 0);
 }
 
 /*

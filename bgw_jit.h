@@ -91,6 +91,10 @@ extern BgwJitShared *bgw_jit_shared;
 extern void bgw_jit_check_loaded(void);
 extern void bgw_jit_reset_counters(void);
 
+/* persist.c */
+extern void bgw_jit_stats_load(BgwJitShared *s);
+extern void bgw_jit_stats_save(int code, Datum arg);
+
 /* cleaner.c: outcome flags of cleaner_sync_buffer() */
 #define CLEANER_REUSABLE	0x01	/* unpinned and usage count 0 */
 #define CLEANER_WRITTEN		0x02	/* this call wrote it */

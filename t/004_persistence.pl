@@ -1,0 +1,103 @@
+# Statistics survive a clean restart, are reset after a crash or an
+# immediate shutdown, and a damaged or foreign stats file is ignored.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use BgwJitTest;
+
+my $node = new_bgw_jit_node('persist', "bgw_jit.delay = 20ms\n");
+$node->start;
+pgbench_init($node, 5);
+$node->safe_psql('postgres', 'CREATE EXTENSION bgw_jit');
+update_load($node, clients => 1, seconds => 2, scale => 5);
+
+my $stats_sql = q{SELECT s.cycles, s.buf_clean, s.buf_alloc, s.stats_reset,
+	(SELECT count(*) FROM bgw_jit_history) AS history FROM bgw_jit_stats s};
+my $stat_file = $node->data_dir . '/pg_stat/bgw_jit.stat';
+
+my $before = query_hash($node, $stats_sql);
+cmp_ok($before->{cycles}, '>', 0, 'worker has cycled');
+cmp_ok($before->{buf_alloc}, '>', 0, 'allocations counted');
+
+# --- clean restart keeps everything ---
+$node->restart;
+my $after = query_hash($node, $stats_sql);
+is($after->{stats_reset}, $before->{stats_reset}, 'stats_reset kept');
+for my $col (qw(cycles buf_clean buf_alloc history))
+{
+	cmp_ok($after->{$col}, '>=', $before->{$col},
+		"$col kept across a clean restart ($before->{$col} -> $after->{$col})");
+}
+ok(!-e $stat_file, 'the file is removed once loaded');
+
+# --- damaged or foreign files are ignored with a LOG, never trusted ---
+sub restart_with_file
+{
+	my ($label, $mangle, $expect) = @_;
+	$node->stop;
+	ok(-s $stat_file, "$label: file written at shutdown");
+	$mangle->();
+	my $offset = -s $node->logfile;
+	$node->start;
+	ok( $node->wait_for_log(
+			qr/LOG:  ignoring bgw_jit statistics file "pg_stat\/bgw_jit.stat": $expect/,
+			$offset),
+		"$label: ignored ($expect)");
+	my $now = query_hash($node, $stats_sql);
+	isnt($now->{stats_reset}, $before->{stats_reset},
+		"$label: statistics start afresh");
+	is($now->{history}, $now->{cycles} > 1024 ? 1024 : $now->{cycles},
+		"$label: history holds only new cycles");
+	ok(!-e $stat_file, "$label: file removed");
+	return;
+}
+
+restart_with_file('truncated', sub { truncate($stat_file, 30) or die $! },
+	'file is truncated');
+restart_with_file(
+	'flipped byte',
+	sub {
+		open(my $fh, '+<:raw', $stat_file) or die $!;
+		seek($fh, 40, 0);
+		read($fh, my $b, 1);
+		seek($fh, 40, 0);
+		print $fh chr(ord($b) ^ 0xff);
+		close $fh;
+	},
+	'checksum mismatch');
+restart_with_file(
+	'foreign file',
+	sub {
+		open(my $fh, '>:raw', $stat_file) or die $!;
+		print $fh 'x' x 4096;
+		close $fh;
+	},
+	'not a statistics file of this bgw_jit version');
+restart_with_file(
+	'trailing garbage',
+	sub {
+		open(my $fh, '>>:raw', $stat_file) or die $!;
+		print $fh 'extra';
+		close $fh;
+	},
+	'file has trailing data');
+
+# --- an immediate shutdown (a crash, for statistics) resets them ---
+update_load($node, clients => 1, seconds => 2, scale => 5);
+my $pre_crash = query_hash($node, $stats_sql);
+$node->stop('immediate');
+ok(!-e $stat_file, 'no file written after an immediate shutdown');
+$node->start;
+my $post_crash = query_hash($node, $stats_sql);
+cmp_ok($post_crash->{stats_reset}, 'gt', $pre_crash->{stats_reset},
+	'statistics reset after an immediate shutdown');
+cmp_ok($post_crash->{buf_alloc}, '<', $pre_crash->{buf_alloc},
+	'counters start from zero');
+
+$node->stop;
+done_testing();
