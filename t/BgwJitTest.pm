@@ -14,7 +14,7 @@ use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(new_bgw_jit_node pgbench_init update_load
   settle_stats query_hash wait_for_worker worker_pid check_integrity
-  has_fault_injection);
+  has_fault_injection start_crash_load finish_crash_load check_tpcb_invariant);
 
 # pgbench's update-only transaction (seed 001's workload).
 my $update_script = <<'EOS';
@@ -115,6 +115,61 @@ sub check_integrity
 			'SELECT coalesce(sum(checksum_failures), 0) FROM pg_stat_database'),
 		'0',
 		"$label: no checksum failures");
+	return;
+}
+
+# A load to crash under: pgbench's TPC-B-like transactions (2 clients,
+# whose invariant check_tpcb_invariant() verifies) plus one client that
+# inserts into table acked with synchronous_commit = on, so that every
+# transaction pgbench counts as processed was acknowledged durable.
+sub start_crash_load
+{
+	my ($node, $seconds, $scale) = @_;
+	$node->safe_psql('postgres',
+		'CREATE TABLE IF NOT EXISTS acked (id bigserial PRIMARY KEY, at timestamptz DEFAULT now())');
+	my $file = File::Temp->new(SUFFIX => '.sql');
+	print $file "INSERT INTO acked DEFAULT VALUES;\n";
+	close $file;
+	chmod 0644, $file->filename;
+	my @conn = ('-h', $node->host, '-p', $node->port, 'postgres');
+	my %load = (file => $file);
+	$load{tpcb} = IPC::Run::start(
+		[ 'pgbench', '-n', '-b', 'tpcb-like', '-s', $scale, '-c', 2, '-j', 2,
+		  '-T', $seconds, @conn ],
+		'>', \$load{tpcb_out}, '2>', \$load{tpcb_err});
+	local $ENV{PGOPTIONS} = '-c synchronous_commit=on';
+	$load{acked} = IPC::Run::start(
+		[ 'pgbench', '-n', '-f', $file->filename, '-c', 1, '-T', $seconds,
+		  @conn ],
+		'>', \$load{acked_out}, '2>', \$load{acked_err});
+	return \%load;
+}
+
+# Wait for the load to end (clients abort when the server crashes); the
+# number of inserts acknowledged to the client.
+sub finish_crash_load
+{
+	my ($load) = @_;
+	$load->{tpcb}->finish;
+	$load->{acked}->finish;
+	my ($n) = $load->{acked_out} =~ /actually processed: (\d+)/;
+	return $n // 0;
+}
+
+# TPC-B's invariant: every transaction adds the same delta to one account,
+# teller and branch and logs it in history.
+sub check_tpcb_invariant
+{
+	my ($node, $label) = @_;
+	my $r = $node->safe_psql(
+		'postgres', q{
+		SELECT (SELECT sum(abalance) FROM pgbench_accounts),
+			   (SELECT sum(tbalance) FROM pgbench_tellers),
+			   (SELECT sum(bbalance) FROM pgbench_branches),
+			   (SELECT coalesce(sum(delta), 0) FROM pgbench_history)});
+	my @sums = split /\|/, $r;
+	ok(@sums == 4 && !grep({ $_ != $sums[0] } @sums),
+		"$label: TPC-B balances agree (accounts, tellers, branches, history: @sums)");
 	return;
 }
 

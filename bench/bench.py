@@ -1,0 +1,1132 @@
+#!/usr/bin/env python3
+"""bench/bench.py - the arithmetic half of bench/run (stdlib only).
+
+bench/run drives the server, pgbench and the samplers and leaves each
+measured run's raw files in a directory; this program turns them into
+figures, per-run time series, results.csv, summary.md and the plots.
+Keeping the shell side free of arithmetic means every figure is computed
+in one place, the same way for every configuration.
+
+Subcommands (all called by bench/run):
+  configs FILE SELECTION      resolve names/@groups to configuration names
+  config-lines FILE NAME      the postgresql.conf lines of a configuration
+  config-info FILE NAME       its human description (seed 000's "info")
+  run-figures RAWDIR OUTDIR   one measured run -> results.csv + series
+  step-figures RAWDIR OUTDIR  one load-step run -> step.csv + series
+  report OUTDIR               summary.md and PNGs; exit 1 if anything failed
+"""
+
+import csv
+import glob
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+
+# ---------------------------------------------------------------------------
+# small helpers
+
+
+def die(msg):
+    print("bench.py: " + msg, file=sys.stderr)
+    sys.exit(2)
+
+
+def read_env(path):
+    """KEY=VALUE lines (value taken verbatim after the first '=')."""
+    env = {}
+    if not os.path.exists(path):
+        return env
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if "=" in line and not line.startswith("#"):
+                k, v = line.split("=", 1)
+                env[k] = v
+    return env
+
+
+def read_psql_csv(path):
+    """First data row of a `psql --csv` output file, or {}."""
+    if not os.path.exists(path):
+        return {}
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    return rows[0] if rows else {}
+
+
+def num(v):
+    """float, or None for '', None, 'NaN' and junk."""
+    if v is None:
+        return None
+    if isinstance(v, (int, float)):
+        return None if (isinstance(v, float) and math.isnan(v)) else v
+    try:
+        x = float(v)
+    except ValueError:
+        return None
+    return None if math.isnan(x) else x
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x, digits=0, none="–"):
+    if x is None:
+        return none
+    if digits == 0:
+        return str(int(round(x)))
+    return "%.*f" % (digits, x)
+
+
+def append_row(path, columns, row):
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns, extrasaction="ignore")
+        if new:
+            w.writeheader()
+        w.writerow({k: ("" if row.get(k) is None else row.get(k))
+                    for k in columns})
+
+
+def write_csv(path, columns, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(columns)
+        for r in rows:
+            w.writerow(["" if v is None else
+                        (round(v, 6) if isinstance(v, float) else v)
+                        for v in r])
+
+
+def read_rows(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+# ---------------------------------------------------------------------------
+# configs.conf
+
+
+def parse_configs(path):
+    configs, groups, cur = {}, {}, None
+    order = []
+    with open(path) as f:
+        for lineno, raw in enumerate(f, 1):
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            where = "%s:%d" % (path, lineno)
+            if line.startswith("["):
+                m = re.match(r"\[([A-Za-z0-9_.-]+)\]\s*(.*)$", line)
+                if not m:
+                    die(where + ": bad section header: " + line)
+                name = m.group(1)
+                if name in configs:
+                    die(where + ": configuration defined twice: " + name)
+                configs[name] = {"info": m.group(2).strip() or name,
+                                 "lines": []}
+                order.append(name)
+                cur = name
+            elif line.startswith("@"):
+                m = re.match(r"@([A-Za-z0-9_.-]+)\s*=\s*(.*)$", line)
+                if not m:
+                    die(where + ": bad group line: " + line)
+                groups[m.group(1)] = m.group(2).split()
+                cur = None
+            else:
+                if cur is None:
+                    die(where + ": setting outside a [configuration]: " + line)
+                configs[cur]["lines"].append(line)
+    return configs, groups, order
+
+
+def resolve(configs, groups, selection):
+    out = []
+
+    def add(tok, seen):
+        name = tok[1:] if tok.startswith("@") else tok
+        if not tok.startswith("@") and tok in configs:
+            if tok not in out:
+                out.append(tok)
+        elif name in groups:
+            if name in seen:
+                die("group @%s includes itself" % name)
+            for t in groups[name]:
+                add(t, seen | {name})
+        else:
+            die("unknown configuration or group: %s (known: %s; groups: %s)"
+                % (tok, " ".join(configs), " ".join("@" + g for g in groups)))
+
+    for tok in re.split(r"[,\s]+", selection.strip()):
+        if tok:
+            add(tok, frozenset())
+    if not out:
+        die("no configuration selected")
+    return out
+
+
+def cmd_configs(args):
+    configs, groups, _ = parse_configs(args[0])
+    print("\n".join(resolve(configs, groups, args[1])))
+
+
+def cmd_config_lines(args):
+    configs, _, _ = parse_configs(args[0])
+    if args[1] not in configs:
+        die("unknown configuration: " + args[1])
+    print("\n".join(configs[args[1]]["lines"]))
+
+
+def cmd_config_info(args):
+    configs, _, _ = parse_configs(args[0])
+    if args[1] not in configs:
+        die("unknown configuration: " + args[1])
+    print(configs[args[1]]["info"])
+
+
+# ---------------------------------------------------------------------------
+# raw files of one run
+
+
+def parse_pgbench(rawdir):
+    """Summary figures from pgbench's stdout and its per-transaction log."""
+    out = {"tps": None, "xacts": None, "failed_xacts": None,
+           "lat_mean_ms": None, "lat_p50_ms": None, "lat_p99_ms": None,
+           "t0": None, "errors": []}
+    path = os.path.join(rawdir, "pgbench.out")
+    text = open(path).read() if os.path.exists(path) else ""
+    m = re.search(r"^tps = ([\d.]+) \(without initial connection time\)",
+                  text, re.M)
+    if m:
+        out["tps"] = float(m.group(1))
+    m = re.search(r"^number of transactions actually processed: (\d+)",
+                  text, re.M)
+    if m:
+        out["xacts"] = int(m.group(1))
+    m = re.search(r"^number of failed transactions: (\d+)", text, re.M)
+    if m:
+        out["failed_xacts"] = int(m.group(1))
+    errpath = os.path.join(rawdir, "pgbench.err")
+    if os.path.exists(errpath):
+        for line in open(errpath):
+            if not line.startswith("progress:") and line.strip():
+                out["errors"].append(line.strip())
+
+    # client_id xact_no latency_us script_no end_epoch end_us [...]
+    lats, starts, failed = [], [], 0
+    for logf in glob.glob(os.path.join(rawdir, "pgbench_log.*")):
+        with open(logf) as f:
+            for line in f:
+                p = line.split()
+                if len(p) < 6:
+                    continue
+                try:
+                    lat = int(p[2])
+                except ValueError:      # "failed" or "skipped"
+                    failed += 1
+                    continue
+                lats.append(lat / 1000.0)
+                starts.append(int(p[4]) + int(p[5]) / 1e6 - lat / 1e6)
+    if lats:
+        lats.sort()
+        out["lat_mean_ms"] = sum(lats) / len(lats)
+        out["lat_p50_ms"] = lats[max(0, math.ceil(0.50 * len(lats)) - 1)]
+        out["lat_p99_ms"] = lats[max(0, math.ceil(0.99 * len(lats)) - 1)]
+        out["t0"] = min(starts)
+    out["log_xacts"] = len(lats)
+    out["log_failed"] = failed
+    return out
+
+
+def parse_progress(rawdir):
+    rows = []
+    path = os.path.join(rawdir, "pgbench.err")
+    if not os.path.exists(path):
+        return rows
+    pat = re.compile(r"^progress: ([\d.]+) s, ([\d.]+) tps, lat ([\d.]+) ms"
+                     r" stddev ([\d.]+|NaN)")
+    for line in open(path):
+        m = pat.match(line)
+        if m:
+            rows.append((float(m.group(1)), float(m.group(2)),
+                         float(m.group(3)), num(m.group(4))))
+    return rows
+
+
+SAMPLER_COLS = ["t", "buffers_backend", "buffers_clean", "buffers_alloc",
+                "jit_buf_clean", "jit_buf_backend", "jit_buf_alloc"]
+
+
+def parse_sampler(rawdir):
+    rows = []
+    path = os.path.join(rawdir, "sampler.csv")
+    if not os.path.exists(path):
+        return rows
+    for line in open(path):
+        p = line.strip().split(",")
+        if len(p) != len(SAMPLER_COLS) or num(p[0]) is None:
+            continue
+        rows.append({k: num(v) for k, v in zip(SAMPLER_COLS, p)})
+    return rows
+
+
+def trailing_rate(ts, vs, window):
+    """Per-second rate of a cumulative counter over a trailing window."""
+    out, j = [], 0
+    for i in range(len(ts)):
+        while j < i and ts[i] - ts[j + 1] >= window:
+            j += 1
+        dt = ts[i] - ts[j]
+        if vs[i] is None or vs[j] is None or dt < 0.5 * window:
+            out.append(None)
+        else:
+            out.append((vs[i] - vs[j]) / dt)
+    return out
+
+
+def cpu_per_s(meta, which):
+    t0, t1 = num(meta.get("cpu_t0")), num(meta.get("cpu_t1"))
+    a, b = num(meta.get(which + "_ticks0")), num(meta.get(which + "_ticks1"))
+    hz = num(meta.get("clk_tck")) or 100
+    if None in (t0, t1, a, b) or t1 <= t0:
+        return None
+    return (b - a) / hz / (t1 - t0)
+
+
+def accuracy(history):
+    """Allocation-estimate accuracy over a complete bgw_jit_history.
+
+    Per-cycle truth is not observable without patching core, so compare
+    with the exact but lagged shared counter: the history is split at the
+    cycles where a report of pg_stat_bgwriter.buffers_alloc arrived
+    (alloc_reported > 0).  A window runs from one such cycle up to the
+    next, and its credited allocations are compared with the report that
+    arrives at the start of the following window (the report lags the
+    allocations it counts by one window).
+    """
+    r = [int(h["recent_alloc"]) for h in history]
+    a = [int(h["alloc_reported"]) for h in history]
+    res = {"acc_cycles": len(r), "acc_credited": sum(r),
+           "acc_reported": sum(a), "acc_rel_err_pct": None,
+           "acc_windows": 0, "acc_cycles_per_window": None,
+           "acc_mae_window": None, "acc_mae_cycle": None,
+           "acc_mae_cycle_pct": None}
+    if sum(a) > 0:
+        res["acc_rel_err_pct"] = 100.0 * (sum(r) - sum(a)) / sum(a)
+    splits = [i for i, x in enumerate(a) if x > 0]
+    errs, lens, truth = [], [], 0
+    for j in range(len(splits) - 1):
+        lo, hi = splits[j], splits[j + 1]
+        errs.append(abs(sum(r[lo:hi]) - a[hi]))
+        lens.append(hi - lo)
+        truth += a[hi]
+    if errs:
+        mae = sum(errs) / len(errs)
+        cpw = sum(lens) / len(lens)
+        per_cycle_alloc = truth / sum(lens)
+        res.update(acc_windows=len(errs), acc_cycles_per_window=cpw,
+                   acc_mae_window=mae, acc_mae_cycle=mae / cpw)
+        if per_cycle_alloc > 0:
+            res["acc_mae_cycle_pct"] = 100.0 * (mae / cpw) / per_cycle_alloc
+    return res
+
+
+def read_history(rawdir):
+    return read_rows(os.path.join(rawdir, "history.csv"))
+
+
+def cleaner_settings(meta, settings):
+    """Which cleaner ran and with what settings, as the server reported."""
+    if meta.get("jit_loaded") == "1":
+        return {"cleaner": "bgw_jit",
+                "multiplier": num(settings.get("bgw_jit.lru_multiplier")),
+                "delay_ms": num(settings.get("bgw_jit.delay")),
+                "maxpages": num(settings.get("bgw_jit.lru_maxpages")),
+                "smoothing": num(settings.get("bgw_jit.smoothing_samples")),
+                "history_size": num(settings.get("bgw_jit.history_size"))}
+    maxpages = num(settings.get("bgwriter_lru_maxpages"))
+    return {"cleaner": "builtin" if maxpages and maxpages > 0 else "none",
+            "multiplier": num(settings.get("bgwriter_lru_multiplier")),
+            "delay_ms": num(settings.get("bgwriter_delay")),
+            "maxpages": maxpages, "smoothing": 16, "history_size": None}
+
+
+# ---------------------------------------------------------------------------
+# run-figures
+
+RESULT_COLS = [
+    "run_id", "config", "info", "round", "clients", "scale", "duration_s",
+    "checkpoints", "cleaner", "multiplier", "delay_ms", "maxpages",
+    "smoothing", "history_size",
+    "tps", "xacts", "failed_xacts", "lat_mean_ms", "lat_p50_ms", "lat_p99_ms",
+    "buf_clean", "buf_backend", "buf_alloc", "maxwritten_clean",
+    "buffers_checkpoint", "cleaner_pct", "total_writes",
+    "total_vs_nobgw_same_round",
+    "stat_buffers_clean", "stat_buffers_backend", "stat_buffers_alloc",
+    "stat_maxwritten_clean",
+    "jit_buf_clean", "jit_buf_backend", "jit_buf_alloc",
+    "jit_alloc_vs_stat_pct", "jit_buf_backend_check", "jit_cycles",
+    "jit_laps", "jit_cycle_cpu_s_per_s",
+    "cleaner_cpu_s_per_s", "bgwriter_cpu_s_per_s", "jit_cpu_s_per_s",
+    "accounts_mb",
+    "acc_complete", "acc_cycles", "acc_credited", "acc_reported",
+    "acc_rel_err_pct", "acc_windows", "acc_cycles_per_window",
+    "acc_mae_window", "acc_mae_cycle", "acc_mae_cycle_pct",
+    "ok", "problems"]
+
+# A run without these is a failed run (cleaner_pct may be legitimately
+# undefined only when nothing was written at all, which would itself be
+# a broken workload here).
+REQUIRED = ["tps", "lat_mean_ms", "lat_p99_ms", "buf_clean", "buf_backend",
+            "buf_alloc", "maxwritten_clean", "buffers_checkpoint",
+            "cleaner_pct", "total_writes", "cleaner_cpu_s_per_s"]
+
+
+def cmd_run_figures(args):
+    rawdir, outdir = args
+    meta = read_env(os.path.join(rawdir, "meta.env"))
+    settings = read_env(os.path.join(rawdir, "settings.env"))
+    final = read_psql_csv(os.path.join(rawdir, "final.csv"))
+    reload_ = read_psql_csv(os.path.join(rawdir, "reload.csv"))
+    pb = parse_pgbench(rawdir)
+    row = {k: meta.get(k) for k in ("run_id", "config", "info", "round",
+                                    "clients", "scale", "checkpoints")}
+    row["duration_s"] = meta.get("duration")
+    row.update(cleaner_settings(meta, settings))
+    problems = []
+    jit = row["cleaner"] == "bgw_jit"
+
+    row.update({k: pb[k] for k in ("tps", "xacts", "failed_xacts",
+                                   "lat_mean_ms", "lat_p50_ms",
+                                   "lat_p99_ms")})
+    if meta.get("pgbench_rc") != "0":
+        problems.append("pgbench exit %s: %s" % (
+            meta.get("pgbench_rc"), " | ".join(pb["errors"][-3:])))
+    if pb["failed_xacts"] or pb["log_failed"]:
+        problems.append("%s failed transactions"
+                        % (pb["failed_xacts"] or pb["log_failed"]))
+    if pb["xacts"] and pb["log_xacts"] < 0.99 * pb["xacts"]:
+        problems.append("per-transaction log has %d of %d transactions"
+                        % (pb["log_xacts"], pb["xacts"]))
+
+    f = {k: num(v) for k, v in final.items()}
+    row["stat_buffers_clean"] = f.get("buffers_clean")
+    row["stat_buffers_backend"] = f.get("buffers_backend")
+    row["stat_buffers_alloc"] = f.get("buffers_alloc")
+    row["stat_maxwritten_clean"] = f.get("maxwritten_clean")
+    row["buffers_checkpoint"] = f.get("buffers_checkpoint")
+    if f.get("accounts_bytes") is not None:
+        row["accounts_mb"] = f["accounts_bytes"] / 2 ** 20
+    if jit:
+        row["jit_buf_clean"] = f.get("jit_buf_clean")
+        row["jit_buf_backend"] = f.get("jit_buf_backend")
+        row["jit_buf_alloc"] = f.get("jit_buf_alloc")
+        row["jit_cycles"] = f.get("jit_cycles")
+        row["jit_laps"] = f.get("jit_laps")
+        row["buf_clean"] = f.get("jit_buf_clean")
+        row["buf_backend"] = f.get("jit_buf_backend")
+        row["buf_alloc"] = f.get("jit_buf_alloc")
+        row["maxwritten_clean"] = f.get("jit_maxwritten_clean")
+        if row["jit_buf_alloc"] is not None and row["stat_buffers_alloc"]:
+            row["jit_alloc_vs_stat_pct"] = 100.0 * (
+                row["jit_buf_alloc"] - row["stat_buffers_alloc"]
+            ) / row["stat_buffers_alloc"]
+        # The view's buf_backend recomputed by hand: settled backend
+        # writes minus the worker's writes up to the settling reload.
+        rc = num(reload_.get("jit_buf_clean"))
+        if rc is not None and row["stat_buffers_backend"] is not None:
+            row["jit_buf_backend_check"] = row["stat_buffers_backend"] - rc
+    else:
+        row["buf_clean"] = f.get("buffers_clean")
+        row["buf_backend"] = f.get("buffers_backend")
+        row["buf_alloc"] = f.get("buffers_alloc")
+        row["maxwritten_clean"] = f.get("maxwritten_clean")
+    c, b = row["buf_clean"], row["buf_backend"]
+    if c is not None and b is not None:
+        if c + b > 0:
+            row["cleaner_pct"] = 100.0 * c / (c + b)
+        if row["buffers_checkpoint"] is not None:
+            row["total_writes"] = c + b + row["buffers_checkpoint"]
+
+    row["bgwriter_cpu_s_per_s"] = cpu_per_s(meta, "bgw")
+    row["jit_cpu_s_per_s"] = cpu_per_s(meta, "jit") if jit else None
+    row["cleaner_cpu_s_per_s"] = (row["jit_cpu_s_per_s"] if jit
+                                  else row["bgwriter_cpu_s_per_s"])
+
+    history = read_history(rawdir) if jit else []
+    if history:
+        cyc = [int(h["cycle"]) for h in history]
+        complete = cyc[0] == 1 and cyc[-1] == len(cyc)
+        row["acc_complete"] = 1 if complete else 0
+        if complete:
+            row.update(accuracy(history))
+        span = num(meta.get("cpu_t1")), num(meta.get("cpu_t0"))
+        if complete and None not in span and span[0] > span[1]:
+            row["jit_cycle_cpu_s_per_s"] = sum(
+                int(h["cpu_us"]) for h in history) / 1e6 / (span[0] - span[1])
+    elif jit:
+        problems.append("no bgw_jit_history")
+
+    for k in REQUIRED:
+        if row.get(k) is None:
+            problems.append("missing " + k)
+    row["ok"] = 0 if problems else 1
+    row["problems"] = "; ".join(problems)
+
+    write_series(rawdir, outdir, row["run_id"], pb["t0"], jit)
+    append_row(os.path.join(outdir, "results.csv"), RESULT_COLS, row)
+    print("  %-16s c=%-2s r=%s  tps %s  p99 %s ms  clean %s backend %s "
+          "alloc %s  cleaner %s%%  cpu %s s/s%s" % (
+              row["config"], row["clients"], row["round"], fmt(row["tps"]),
+              fmt(row["lat_p99_ms"], 2), fmt(row["buf_clean"]),
+              fmt(row["buf_backend"]), fmt(row["buf_alloc"]),
+              fmt(row["cleaner_pct"], 2),
+              fmt(row["cleaner_cpu_s_per_s"], 3),
+              "" if row["ok"] else "  FAILED: " + row["problems"]))
+
+
+def write_series(rawdir, outdir, run_id, t0, jit):
+    sdir = os.path.join(outdir, "series")
+    os.makedirs(sdir, exist_ok=True)
+    prog = parse_progress(rawdir)
+    write_csv(os.path.join(sdir, run_id + "_progress.csv"),
+              ["t_s", "tps", "lat_ms", "lat_stddev_ms"], prog)
+    samples = parse_sampler(rawdir)
+    if not samples:
+        return
+    base = t0 if t0 is not None else samples[0]["t"]
+    ts = [s["t"] - base for s in samples]
+    if jit:
+        backend = [s["jit_buf_backend"] for s in samples]
+        clean = [s["jit_buf_clean"] for s in samples]
+        alloc = [s["jit_buf_alloc"] for s in samples]
+    else:
+        backend = [s["buffers_backend"] for s in samples]
+        clean = [s["buffers_clean"] for s in samples]
+        alloc = [s["buffers_alloc"] for s in samples]
+    # buffers_backend arrives in lumps (the checkpointer absorbs the
+    # backends' counts when its queue is half full): smooth over 5 s.
+    b5 = trailing_rate(ts, backend, 5.0)
+    c1 = trailing_rate(ts, clean, 1.0)
+    a1 = trailing_rate(ts, alloc, 1.0)
+    rows = [[ts[i]] + [samples[i][k] for k in SAMPLER_COLS[1:]]
+            + [backend[i], clean[i], b5[i], c1[i], a1[i]]
+            for i in range(len(samples))]
+    write_csv(os.path.join(sdir, run_id + "_counters.csv"),
+              ["t_s"] + SAMPLER_COLS[1:] +
+              ["backend_cum", "clean_cum", "backend_per_s_5s",
+               "clean_per_s", "alloc_per_s"], rows)
+
+
+# ---------------------------------------------------------------------------
+# step-figures
+
+STEP_COLS = ["run_id", "config", "info", "round", "cleaner", "multiplier",
+             "delay_ms", "idle_s", "tps",
+             "at_1_s", "backend_1", "at_2_s", "backend_2", "at_5_s",
+             "backend_5", "backend_total", "clean_total", "first_clean_s",
+             "react90_s", "steady_clean_per_s", "jit_first_active_s",
+             "ok", "problems"]
+
+
+def cmd_step_figures(args):
+    rawdir, outdir = args
+    meta = read_env(os.path.join(rawdir, "meta.env"))
+    settings = read_env(os.path.join(rawdir, "settings.env"))
+    final = {k: num(v) for k, v in
+             read_psql_csv(os.path.join(rawdir, "final.csv")).items()}
+    cs = cleaner_settings(meta, settings)
+    jit = cs["cleaner"] == "bgw_jit"
+    pb = parse_pgbench(rawdir)
+    row = {k: meta.get(k) for k in ("run_id", "config", "info", "round",
+                                    "idle_s")}
+    row.update(cleaner=cs["cleaner"], multiplier=cs["multiplier"],
+               delay_ms=cs["delay_ms"], tps=pb["tps"])
+    problems = []
+    if meta.get("pgbench_rc") != "0":
+        problems.append("pgbench exit %s" % meta.get("pgbench_rc"))
+    t0 = pb["t0"]
+    if t0 is None:
+        problems.append("no per-transaction log")
+
+    # marks.csv: "reload,W,t,jit_clean" then "read,W,t,buffers_backend"
+    reloads, reads = {}, {}
+    path = os.path.join(rawdir, "marks.csv")
+    if os.path.exists(path):
+        for line in open(path):
+            p = line.strip().split(",")
+            if len(p) == 4 and p[0] in ("reload", "read"):
+                (reloads if p[0] == "reload" else reads)[p[1]] = (
+                    num(p[2]), num(p[3]))
+    for w in ("1", "2", "5"):
+        if w in reloads and w in reads and t0 is not None:
+            t, jit_clean = reloads[w]
+            backend = reads[w][1]
+            row["at_%s_s" % w] = t - t0
+            if backend is not None:
+                row["backend_" + w] = backend - (jit_clean or 0 if jit else 0)
+        if row.get("backend_" + w) is None:
+            problems.append("no backend count at ~%s s" % w)
+
+    if jit:
+        row["backend_total"] = final.get("jit_buf_backend")
+        row["clean_total"] = final.get("jit_buf_clean")
+    else:
+        row["backend_total"] = final.get("buffers_backend")
+        row["clean_total"] = final.get("buffers_clean")
+
+    samples = parse_sampler(rawdir)
+    key = "jit_buf_clean" if jit else "buffers_clean"
+    series = []
+    if samples and t0 is not None:
+        ts = [s["t"] - t0 for s in samples]
+        clean = [s[key] for s in samples]
+        rate = trailing_rate(ts, clean, 0.5)
+        series = list(zip(ts, clean, rate))
+        if cs["cleaner"] != "none":
+            step_reaction(row, series)
+            if row["steady_clean_per_s"] is None:
+                problems.append("no steady cleaning rate")
+    elif not samples:
+        problems.append("no samples")
+    sdir = os.path.join(outdir, "series")
+    os.makedirs(sdir, exist_ok=True)
+    write_csv(os.path.join(sdir, row["run_id"] + "_step.csv"),
+              ["t_s", "clean_cum", "clean_per_s_0.5s"], series)
+
+    if jit and t0 is not None:
+        for h in read_history(rawdir):
+            if num(h["at"]) >= t0 and int(h["recent_alloc"]) > 0:
+                row["jit_first_active_s"] = num(h["at"]) - t0
+                break
+    row["ok"] = 0 if problems else 1
+    row["problems"] = "; ".join(problems)
+    append_row(os.path.join(outdir, "step.csv"), STEP_COLS, row)
+    print("  step %-16s r=%s  backend writes by ~1/2/5 s: %s/%s/%s  "
+          "first clean %s s  90%% of steady at %s s%s" % (
+              row["config"], row["round"], fmt(row.get("backend_1")),
+              fmt(row.get("backend_2")), fmt(row.get("backend_5")),
+              fmt(row.get("first_clean_s"), 2), fmt(row.get("react90_s"), 2),
+              "" if row["ok"] else "  FAILED: " + row["problems"]))
+
+
+def step_reaction(row, series):
+    """First write, steady cleaned/s (5-9.5 s), time to 90% of it."""
+    base = [c for t, c, _ in series if t <= 0 and c is not None]
+    c0 = base[-1] if base else 0
+    for t, c, _ in series:
+        if t > 0 and c is not None and c > c0:
+            row["first_clean_s"] = t
+            break
+    win = [(t, c) for t, c, _ in series if 5.0 <= t <= 9.5 and c is not None]
+    if len(win) >= 2 and win[-1][0] > win[0][0]:
+        steady = (win[-1][1] - win[0][1]) / (win[-1][0] - win[0][0])
+        row["steady_clean_per_s"] = steady
+        if steady > 0:
+            for t, _, r in series:
+                if t > 0 and r is not None and r >= 0.9 * steady:
+                    row["react90_s"] = t
+                    break
+    else:
+        row["steady_clean_per_s"] = None
+
+
+# ---------------------------------------------------------------------------
+# report
+
+
+def group_runs(rows):
+    """{(config, clients): [rows]} and the run order of configs/clients."""
+    groups, configs, clients = {}, [], []
+    for r in rows:
+        k = (r["config"], int(r["clients"]))
+        groups.setdefault(k, []).append(r)
+        if r["config"] not in configs:
+            configs.append(r["config"])
+        if int(r["clients"]) not in clients:
+            clients.append(int(r["clients"]))
+    return groups, configs, sorted(clients)
+
+
+def med(rs, col):
+    return median([num(r.get(col)) for r in rs])
+
+
+def span(rs, col):
+    xs = [num(r.get(col)) for r in rs if num(r.get(col)) is not None]
+    return (min(xs), max(xs)) if xs else (None, None)
+
+
+def psql_table(header, rows):
+    """An aligned table in psql's style, like the seeds'."""
+    w = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows
+         else len(str(h)) for i, h in enumerate(header)]
+    line = lambda cells: " | ".join(str(c).ljust(w[i])
+                                    for i, c in enumerate(cells)).rstrip()
+    out = [line(header), "-+-".join("-" * x for x in w)]
+    out += [line(r) for r in rows]
+    return "\n".join(out)
+
+
+def md_table(header, rows):
+    out = ["| " + " | ".join(header) + " |",
+           "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def gnuplot_terminal():
+    try:
+        p = subprocess.run(["gnuplot", "-e", "set terminal"],
+                           capture_output=True, text=True, timeout=30)
+        if "pngcairo" in p.stdout + p.stderr:
+            return "pngcairo size 1000,600 font ',10'"
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "png size 1000,600"
+
+
+def run_gnuplot(outdir, name, script, problems):
+    gp = os.path.join(outdir, "plots", name + ".gp")
+    with open(gp, "w") as f:
+        f.write(script)
+    p = subprocess.run(["gnuplot", gp], capture_output=True, text=True)
+    png = os.path.join(outdir, name + ".png")
+    if p.returncode != 0 or not os.path.exists(png) \
+            or os.path.getsize(png) == 0:
+        problems.append("gnuplot %s failed: %s" % (name, p.stderr.strip()))
+        return False
+    return True
+
+
+def gp_quote(s):
+    return '"' + str(s).replace('"', "'") + '"'
+
+
+def series_plot(outdir, term, name, title, ylabel, blocks, problems):
+    """blocks: [(label, datafile, xcol, ycol)]; lines, one per block."""
+    blocks = [b for b in blocks if os.path.exists(b[1])
+              and sum(1 for _ in open(b[1])) > 2]
+    if not blocks:
+        problems.append("no data for plot " + name)
+        return None
+    plots = ", ".join(
+        "%s using %d:%d with lines lw 1.5 title %s"
+        % (gp_quote(os.path.relpath(d, outdir)), x, y, gp_quote(label))
+        for label, d, x, y in blocks)
+    script = ("set terminal %s\nset output %s\nset datafile separator ','\n"
+              "set key outside right\nset grid\nset title %s\n"
+              "set xlabel 'seconds since the first transaction'\n"
+              "set ylabel %s\nset yrange [0:*]\nplot %s\n"
+              % (term, gp_quote(name + ".png"), gp_quote(title),
+                 gp_quote(ylabel), plots))
+    return name + ".png" if run_gnuplot(outdir, name, script, problems) \
+        else None
+
+
+def cmd_report(args):
+    outdir = args[0]
+    meta = read_env(os.path.join(outdir, "meta.env"))
+    rows = read_rows(os.path.join(outdir, "results.csv"))
+    steps = read_rows(os.path.join(outdir, "step.csv"))
+    problems = []
+    ffile = os.path.join(outdir, "failures.txt")
+    if os.path.exists(ffile):
+        problems += [l.strip() for l in open(ffile) if l.strip()]
+    problems += ["%s: %s" % (r["run_id"], r["problems"])
+                 for r in rows + steps if r.get("ok") != "1"]
+    if meta.get("main") == "1" and not rows:
+        problems.append("no measured runs in results.csv")
+    if meta.get("step") == "1" and not steps:
+        problems.append("no load-step runs in step.csv")
+
+    groups, configs, clients = group_runs(rows)
+    info = {r["config"]: r["info"] for r in rows}
+    nobgw = {c: med(groups.get(("nobgw", c), []), "total_writes")
+             for c in clients}
+    # per-run ratio against nobgw of the same round and client count
+    # (rewritten into results.csv for convenience)
+    by_round = {(r["config"], r["clients"], r["round"]): r for r in rows}
+    for r in rows:
+        n = by_round.get(("nobgw", r["clients"], r["round"]))
+        tw, nt = num(r.get("total_writes")), num(n and n.get("total_writes"))
+        r["total_vs_nobgw_same_round"] = (
+            "%.4f" % (tw / nt) if tw is not None and nt else "")
+    if rows:
+        with open(os.path.join(outdir, "results.csv"), "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=RESULT_COLS)
+            w.writeheader()
+            w.writerows(rows)
+
+    os.makedirs(os.path.join(outdir, "plots"), exist_ok=True)
+    term = gnuplot_terminal()
+    L = []
+    L.append("# bgw_jit benchmark, %s" % meta.get("started", "?"))
+    L.append("")
+    L.append("Command: `%s`  " % meta.get("cmdline", "?"))
+    L.append("Machine: %s cores (`nproc`), %s, %s  "
+             % (meta.get("nproc"), meta.get("cpu_model"),
+                meta.get("pg_version")))
+    L.append("Kernel: %s; finished %s  " % (meta.get("kernel"),
+                                            meta.get("finished", "?")))
+    L.append("Runs: scale %s, %s s per run, %s round(s), clients %s, "
+             "checkpoints %s; configurations in run order: %s"
+             % (meta.get("scale"), meta.get("duration"), meta.get("rounds"),
+                meta.get("clients"),
+                "every 30 s (--checkpoints)" if meta.get("checkpoints") == "1"
+                else "pushed out of the runs",
+                ", ".join(configs) or "none"))
+    L.append("")
+    if problems:
+        L.append("**FAILURES (%d)**: " % len(problems) +
+                 "; ".join(problems[:20]))
+        L.append("")
+    L.append(HOW_MEASURED)
+
+    if rows:
+        L.append("## Seed 001 layout, per configuration (medians over rounds)")
+        L.append("")
+        for cfg in configs:
+            L.append("`%s`: %s" % (cfg, info[cfg]))
+            L.append("")
+            L.append("```")
+            L.append("clients tps buf_clean buf_backend buf_alloc")
+            for c in clients:
+                rs = groups.get((cfg, c))
+                if rs:
+                    L.append(" ".join([str(c)] + [fmt(med(rs, k)) for k in (
+                        "tps", "buf_clean", "buf_backend", "buf_alloc")]))
+            L.append("```")
+            L.append("")
+
+        L.append("## Seed 000 layout (medians over rounds)")
+        L.append("")
+        n = 0
+        for c in clients:
+            t = []
+            for cfg in configs:
+                rs = groups.get((cfg, c))
+                if rs:
+                    n += 1
+                    t.append((info[cfg], n, fmt(med(rs, "tps")),
+                              fmt(med(rs, "cleaner_pct"), 2)))
+            L.append("%d client%s:" % (c, "" if c == 1 else "s"))
+            L.append("")
+            L.append("```")
+            L.append(psql_table(("info", "set", "tps", "cleaner_pct"), t))
+            L.append("```")
+            L.append("")
+
+        L.append("## Side by side, per client count")
+        L.append("")
+        L.append("Median over rounds, [min–max] for tps. *writes vs nobgw*: "
+                 "median total writes (clean + backend + checkpoint) over "
+                 "nobgw's median at the same client count: the cost of "
+                 "cleaning (seed 001's \"75% more buffers\" is 1.75). "
+                 "*cleaner CPU*: CPU seconds per second of run of the "
+                 "cleaning process (bgw_jit's worker, else the built-in "
+                 "writer).")
+        L.append("")
+        for c in clients:
+            t = []
+            for cfg in configs:
+                rs = groups.get((cfg, c))
+                if not rs:
+                    continue
+                lo, hi = span(rs, "tps")
+                tw = med(rs, "total_writes")
+                t.append((cfg, "%s [%s–%s]" % (fmt(med(rs, "tps")), fmt(lo),
+                                               fmt(hi)),
+                          fmt(med(rs, "lat_mean_ms"), 3),
+                          fmt(med(rs, "lat_p99_ms"), 3),
+                          fmt(med(rs, "cleaner_pct"), 2),
+                          fmt(tw),
+                          fmt(tw / nobgw[c], 2) if tw is not None
+                          and nobgw.get(c) else "–",
+                          fmt(med(rs, "buffers_checkpoint")),
+                          fmt(med(rs, "maxwritten_clean")),
+                          fmt(med(rs, "cleaner_cpu_s_per_s"), 3),
+                          str(len(rs))))
+            L.append("### %d client%s" % (c, "" if c == 1 else "s"))
+            L.append("")
+            L.append(md_table(("config", "tps", "lat mean ms", "p99 ms",
+                               "cleaner_pct", "total writes",
+                               "writes vs nobgw", "ckpt writes",
+                               "maxwritten_clean", "cleaner CPU s/s",
+                               "rounds"), t))
+            L.append("")
+        L += alloc_section(rows, configs, groups, clients)
+        L += accuracy_section(rows, configs, groups, clients)
+        sizes = [num(r.get("accounts_mb")) for r in rows]
+        sizes = [s for s in sizes if s is not None]
+        if sizes:
+            L.append("pgbench_accounts grew from %.0f MB to %.0f MB over the "
+                     "runs (update-only without vacuum); interleaving the "
+                     "configurations in every round spreads that drift over "
+                     "all of them." % (sizes[0], sizes[-1]))
+            L.append("")
+
+    if steps:
+        L += step_section(steps)
+
+    L.append("## Plots")
+    L.append("")
+    pngs = []
+    if rows:
+        round1 = sorted({r["round"] for r in rows})[0]
+        ends = sorted({clients[-1], clients[0]}, reverse=True)
+        for c in ends:
+            blocks = [(cfg, os.path.join(outdir, "series", "%s_c%d_r%s_progress.csv"
+                                         % (cfg, c, round1)), 1, 2)
+                      for cfg in configs if (cfg, c) in groups]
+            pngs.append(series_plot(
+                outdir, term, "tps_c%d" % c,
+                "tps per second, %d client%s (round %s, pgbench -P 1)"
+                % (c, "" if c == 1 else "s", round1), "tps", blocks,
+                problems))
+            blocks = [(cfg, os.path.join(outdir, "series", "%s_c%d_r%s_counters.csv"
+                                         % (cfg, c, round1)), 1, 10)
+                      for cfg in configs if (cfg, c) in groups]
+            pngs.append(series_plot(
+                outdir, term, "backend_writes_c%d" % c,
+                "backend writes per second, %d client%s (round %s; 5 s "
+                "moving average: the count arrives in lumps)"
+                % (c, "" if c == 1 else "s", round1),
+                "buffers written by backends / s", blocks, problems))
+        pngs.append(grid_plot(outdir, term, rows, configs, groups, clients,
+                              problems))
+    if steps:
+        pngs.append(step_plot(outdir, term, steps, problems))
+    for p in pngs:
+        if p:
+            L.append("![%s](%s)" % (p, p))
+            L.append("")
+    if not [p for p in pngs if p]:
+        L.append("(none)")
+        L.append("")
+
+    with open(os.path.join(outdir, "summary.md"), "w") as f:
+        f.write("\n".join(L))
+    if problems:
+        print("bench: %d problem(s):" % len(problems), file=sys.stderr)
+        for p in problems:
+            print("  " + p, file=sys.stderr)
+        sys.exit(1)
+
+
+HOW_MEASURED = """\
+How the figures are measured (identically for every configuration):
+a CHECKPOINT, a reload and 1.5 s of settling, then
+`pg_stat_reset_shared('bgwriter')` and `bgw_jit_reset()`; pgbench with
+seed 001's update-only script (`-n -c C -j C -T D -P 1 -l`); then
+`pg_reload_conf()` and 1.5 s so the checkpointer folds the backends' write
+counts into `buffers_backend`, and one read of the counters.
+buf_clean/buf_backend/buf_alloc/maxwritten_clean come from `bgw_jit_stats`
+when bgw_jit ran (its buf_backend excludes the worker's own writes), else
+from `pg_stat_bgwriter`; checkpoint writes from `buffers_checkpoint`;
+`cleaner_pct = 100 * buf_clean / (buf_clean + buf_backend)`. tps is
+pgbench's (without connection time); latency mean and p99 from the
+per-transaction log. Cleaner CPU from `/proc/PID/stat` (utime + stime)
+read just before and just after pgbench. Every run's figures are in
+`results.csv`, its per-second series in `series/`.
+"""
+
+
+def alloc_section(rows, configs, groups, clients):
+    """bgw_jit's allocation count against pg_stat_bgwriter's."""
+    t = []
+    for cfg in configs:
+        for c in clients:
+            rs = [r for r in groups.get((cfg, c), [])
+                  if r["cleaner"] == "bgw_jit"]
+            if rs:
+                t.append((cfg, c, fmt(med(rs, "jit_buf_alloc")),
+                          fmt(med(rs, "stat_buffers_alloc")),
+                          fmt(med(rs, "jit_alloc_vs_stat_pct"), 2),
+                          fmt(med(rs, "buf_backend")),
+                          fmt(med(rs, "jit_buf_backend_check"))))
+    if not t:
+        return []
+    return ["## bgw_jit's counts against core's (medians)", "",
+            "`bgw_jit_stats.buf_alloc` against "
+            "`pg_stat_bgwriter.buffers_alloc` over the whole run; and the "
+            "view's buf_backend against the same figure computed here "
+            "(settled `buffers_backend` minus the worker's `buf_clean` at "
+            "the settling reload).", "",
+            md_table(("config", "clients", "jit buf_alloc", "buffers_alloc",
+                      "diff %", "view buf_backend", "recomputed"), t), ""]
+
+
+def accuracy_section(rows, configs, groups, clients):
+    t = []
+    for cfg in configs:
+        for c in clients:
+            rs = [r for r in groups.get((cfg, c), [])
+                  if r.get("acc_complete") == "1"
+                  and (num(r.get("history_size")) or 0) >= 100000]
+            if rs:
+                t.append((cfg, c, fmt(med(rs, "delay_ms")),
+                          fmt(med(rs, "acc_cycles")),
+                          fmt(med(rs, "acc_credited")),
+                          fmt(med(rs, "acc_reported")),
+                          fmt(med(rs, "acc_rel_err_pct"), 3),
+                          fmt(med(rs, "acc_windows")),
+                          fmt(med(rs, "acc_cycles_per_window"), 1),
+                          fmt(med(rs, "acc_mae_window"), 1),
+                          fmt(med(rs, "acc_mae_cycle"), 2),
+                          fmt(med(rs, "acc_mae_cycle_pct"), 1)))
+    if not t:
+        return []
+    return ["## Estimator accuracy (allocations credited per cycle)", "",
+            ACCURACY_METHOD, "",
+            md_table(("config", "clients", "delay ms", "cycles", "credited",
+                      "reported", "total err %", "windows",
+                      "cycles/window", "MAE/window", "MAE/cycle",
+                      "MAE/cycle % of mean alloc"), t), ""]
+
+
+ACCURACY_METHOD = """\
+Configurations with `bgw_jit.history_size = 100000`, so that
+`bgw_jit_history` holds every cycle of the run (medians over rounds).
+The true allocations of a single cycle are not observable without patching
+core: the only exact count is `pg_stat_bgwriter.buffers_alloc`, which the
+built-in writer publishes in lumps about every 200 ms; the history's
+`alloc_reported` is that counter's increase seen by each cycle, and
+`recent_alloc` is what the worker credited to the cycle (and fed its
+estimate). *credited* and *reported* are the sums over the history,
+*total err* their relative difference. For the per-window error the history
+is split at the cycles where a report arrived (`alloc_reported > 0`); a
+window runs from one such cycle up to (not including) the next. The
+allocations credited over a window are compared with the report that
+arrives at the start of the following window (a report counts the
+allocations of the window before it); windows before the first and after
+the last report are dropped. *MAE/window* is the mean absolute difference,
+*MAE/cycle* that divided by the mean window length in cycles, and the last
+column puts it against the mean reported allocations per cycle over the
+same windows. A per-cycle error can cancel within a window, so these are
+lower bounds of the true per-cycle error, and errors at the lumps' edges
+(a lump reaching the worker one cycle late) count in full."""
+
+
+def step_section(steps):
+    groups = {}
+    for r in steps:
+        groups.setdefault(r["config"], []).append(r)
+
+    def cell(rs, col, d=0):
+        lo, hi = span(rs, col)
+        m = med(rs, col)
+        if len(rs) > 1 and m is not None:
+            return "%s [%s–%s]" % (fmt(m, d), fmt(lo, d), fmt(hi, d))
+        return fmt(m, d)
+
+    t, at = [], {w: [] for w in "125"}
+    for cfg, rs in groups.items():
+        for w in "125":
+            at[w] += [num(r.get("at_%s_s" % w)) for r in rs]
+        t.append((cfg, rs[0]["info"], cell(rs, "backend_1"),
+                  cell(rs, "backend_2"), cell(rs, "backend_5"),
+                  cell(rs, "backend_total"), cell(rs, "first_clean_s", 2),
+                  cell(rs, "react90_s", 2),
+                  cell(rs, "steady_clean_per_s"),
+                  cell(rs, "jit_first_active_s", 2), str(len(rs))))
+    mean_at = {w: (sum(x for x in v if x is not None) /
+                   max(1, len([x for x in v if x is not None])))
+               for w, v in at.items()}
+    return ["## Load step: reaction after idling", "",
+            "The server sat idle for %s s after a CHECKPOINT (longer than "
+            "bgw_jit's 1 s idle back-off and core's hibernation), counters "
+            "were reset, then 2 clients ran the update load for 10 s. Time 0 "
+            "is the first transaction's start (per-transaction log). Backend "
+            "writes by time t: a `pg_reload_conf()` at t makes the "
+            "checkpointer absorb the backends' write counts; "
+            "`buffers_backend` read 50 ms later, minus bgw_jit's `buf_clean` "
+            "read at the reload (core counts the worker's writes as backend "
+            "writes). Mean actual t: %.2f s, %.2f s, %.2f s. The cleaner's "
+            "counter (`bgw_jit_stats.buf_clean` or "
+            "`pg_stat_bgwriter.buffers_clean`) was sampled every 100 ms: "
+            "*first clean* is the first sample after 0 where it rose, "
+            "*90%% at* the first sample whose 0.5 s trailing rate reached 90%% "
+            "of the steady rate (5–9.5 s). *worker active* is bgw_jit's first "
+            "history cycle after 0 that counted allocations (the idle "
+            "back-off's delay). Medians [min–max] over rounds."
+            % (groups and list(groups.values())[0][0].get("idle_s"),
+               mean_at["1"], mean_at["2"], mean_at["5"]), "",
+            md_table(("config", "info", "backend writes by ~1 s", "~2 s",
+                      "~5 s", "whole 10 s", "first clean s", "90% at s",
+                      "steady cleaned/s", "worker active s", "rounds"), t),
+            ""]
+
+
+def grid_plot(outdir, term, rows, configs, groups, clients, problems):
+    """cleaner_pct vs multiplier, one line per delay x client count, for
+    bgw_jit configurations at smoothing 16 with maxpages >= 1000."""
+    pts = {}
+    for (cfg, c), rs in groups.items():
+        r0 = rs[0]
+        if r0["cleaner"] != "bgw_jit" or num(r0["smoothing"]) != 16 \
+                or (num(r0["maxpages"]) or 0) < 1000:
+            continue
+        pts.setdefault((num(r0["delay_ms"]), c), []).append(
+            (num(r0["multiplier"]), med(rs, "cleaner_pct")))
+    if not pts:
+        return None
+    dat = os.path.join(outdir, "plots", "cleaner_pct_vs_multiplier.dat")
+    plots, idx = [], 0
+    with open(dat, "w") as f:
+        for (delay, c) in sorted(pts):
+            f.write("# delay %s ms, %d clients\n" % (fmt(delay), c))
+            for m, p in sorted(x for x in pts[(delay, c)] if x[1] is not None):
+                f.write("%s %s\n" % (m, p))
+            f.write("\n\n")
+            plots.append("%s index %d using 1:2 with linespoints lw 1.5 "
+                         "dt %d title %s"
+                         % (gp_quote(os.path.relpath(dat, outdir)), idx,
+                            1 if delay <= 10 else 2,
+                            gp_quote("%s ms, %d client%s" % (
+                                fmt(delay), c, "" if c == 1 else "s"))))
+            idx += 1
+    script = ("set terminal %s\nset output 'cleaner_pct_vs_multiplier.png'\n"
+              "set key outside right\nset grid\n"
+              "set title 'bgw_jit cleaner_pct vs lru_multiplier (smoothing "
+              "16, maxpages 1000; medians)'\nset xlabel 'bgw_jit.lru_multiplier'"
+              "\nset ylabel 'cleaner_pct'\nset xrange [0.5:3.5]\n"
+              "set yrange [*:100.5]\nplot %s\n" % (term, ", ".join(plots)))
+    return "cleaner_pct_vs_multiplier.png" if run_gnuplot(
+        outdir, "cleaner_pct_vs_multiplier", script, problems) else None
+
+
+def step_plot(outdir, term, steps, problems):
+    firsts = {}
+    for r in steps:
+        if r["cleaner"] != "none" and r["config"] not in firsts:
+            firsts[r["config"]] = r["run_id"]
+    blocks = [(cfg, os.path.join(outdir, "series", rid + "_step.csv"), 1, 3)
+              for cfg, rid in firsts.items()]
+    if not blocks:
+        return None
+    return series_plot(outdir, term, "step_clean_rate",
+                       "load step after idling: buffers cleaned per second "
+                       "(0.5 s trailing rate, first round)",
+                       "buffers cleaned / s", blocks, problems)
+
+
+COMMANDS = {"configs": (cmd_configs, 2), "config-lines": (cmd_config_lines, 2),
+            "config-info": (cmd_config_info, 2),
+            "run-figures": (cmd_run_figures, 2),
+            "step-figures": (cmd_step_figures, 2), "report": (cmd_report, 1)}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS \
+            or len(sys.argv) - 2 != COMMANDS[sys.argv[1]][1]:
+        die("usage: bench.py {%s} ARGS (see the docstring)"
+            % "|".join(COMMANDS))
+    COMMANDS[sys.argv[1]][0](sys.argv[2:])
