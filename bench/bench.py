@@ -557,22 +557,24 @@ def cmd_step_figures(args):
     if t0 is None:
         problems.append("no per-transaction log")
 
-    # marks.csv: "reload,W,t,jit_clean" then "read,W,t,buffers_backend"
+    # marks.csv: "reload,W,t,t,jit_buf_clean" (the 4th field is
+    # pg_reload_conf()'s result), then "read,W,t,buffers_backend"
     reloads, reads = {}, {}
     path = os.path.join(rawdir, "marks.csv")
     if os.path.exists(path):
         for line in open(path):
             p = line.strip().split(",")
-            if len(p) == 4 and p[0] in ("reload", "read"):
-                (reloads if p[0] == "reload" else reads)[p[1]] = (
-                    num(p[2]), num(p[3]))
+            if len(p) == 5 and p[0] == "reload":
+                reloads[p[1]] = (num(p[2]), num(p[4]))
+            elif len(p) == 4 and p[0] == "read":
+                reads[p[1]] = (num(p[2]), num(p[3]))
     for w in ("1", "2", "5"):
         if w in reloads and w in reads and t0 is not None:
             t, jit_clean = reloads[w]
             backend = reads[w][1]
             row["at_%s_s" % w] = t - t0
             if backend is not None:
-                row["backend_" + w] = backend - (jit_clean or 0 if jit else 0)
+                row["backend_" + w] = backend - (jit_clean or 0)
         if row.get("backend_" + w) is None:
             problems.append("no backend count at ~%s s" % w)
 
@@ -698,7 +700,8 @@ def run_gnuplot(outdir, name, script, problems):
     gp = os.path.join(outdir, "plots", name + ".gp")
     with open(gp, "w") as f:
         f.write(script)
-    p = subprocess.run(["gnuplot", gp], capture_output=True, text=True)
+    p = subprocess.run(["gnuplot", os.path.abspath(gp)], cwd=outdir,
+                       capture_output=True, text=True)
     png = os.path.join(outdir, name + ".png")
     if p.returncode != 0 or not os.path.exists(png) \
             or os.path.getsize(png) == 0:
@@ -719,7 +722,7 @@ def series_plot(outdir, term, name, title, ylabel, blocks, problems):
         problems.append("no data for plot " + name)
         return None
     plots = ", ".join(
-        "%s using %d:%d with lines lw 1.5 title %s"
+        "%s skip 1 using %d:%d with lines lw 1.5 title %s"
         % (gp_quote(os.path.relpath(d, outdir)), x, y, gp_quote(label))
         for label, d, x, y in blocks)
     script = ("set terminal %s\nset output %s\nset datafile separator ','\n"

@@ -25,12 +25,13 @@ EOS
 
 # A cluster with data checksums, the library preloaded, the built-in LRU
 # scan off and checkpoints out of the way, so that what is measured is
-# LRU cleaning.  Extra postgresql.conf lines in $extra_conf.
+# LRU cleaning.  Extra postgresql.conf lines in $extra_conf, further
+# options for Cluster::init (e.g. allows_streaming) after it.
 sub new_bgw_jit_node
 {
-	my ($name, $extra_conf) = @_;
+	my ($name, $extra_conf, %init) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
-	$node->init(extra => ['--data-checksums']);
+	$node->init(extra => ['--data-checksums'], %init);
 	$node->append_conf('postgresql.conf', <<"EOC");
 shared_preload_libraries = 'bgw_jit'
 shared_buffers = 16MB
