@@ -139,6 +139,55 @@ SELECT count(*), max(upcoming_alloc_est)
                       array_fill(7::bigint, ARRAY[100000]),
                       nbuffers => 4096);
 
+-- ALTER EXTENSION UPDATE with nothing newer is a no-op.
+ALTER EXTENSION bgw_jit UPDATE;
+ALTER EXTENSION bgw_jit UPDATE TO '1.0';
+ALTER EXTENSION bgw_jit UPDATE TO '0.9';
+
+-- Upgrade paths: every older version updated to the default must end with
+-- exactly the objects of a fresh install.  (Only 1.0 exists so far: this
+-- is the harness the next version's update script will be checked by.)
+CREATE TEMP TABLE fresh_objects AS
+    SELECT pg_describe_object(classid, objid, objsubid) AS obj
+      FROM pg_depend
+     WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'bgw_jit')
+       AND deptype = 'e';
+SELECT count(*) AS objects FROM fresh_objects;
+DO $$
+DECLARE
+    upd record;
+    n int := 0;
+BEGIN
+    FOR upd IN
+        SELECT source FROM pg_extension_update_paths('bgw_jit')
+         WHERE target = (SELECT default_version FROM pg_available_extensions
+                          WHERE name = 'bgw_jit')
+           AND path IS NOT NULL
+    LOOP
+        DROP EXTENSION bgw_jit;
+        EXECUTE format('CREATE EXTENSION bgw_jit VERSION %L', upd.source);
+        ALTER EXTENSION bgw_jit UPDATE;
+        IF EXISTS (
+            (SELECT obj FROM fresh_objects
+             EXCEPT
+             SELECT pg_describe_object(classid, objid, objsubid) FROM pg_depend
+              WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'bgw_jit')
+                AND deptype = 'e')
+            UNION ALL
+            (SELECT pg_describe_object(classid, objid, objsubid) FROM pg_depend
+              WHERE refobjid = (SELECT oid FROM pg_extension WHERE extname = 'bgw_jit')
+                AND deptype = 'e'
+             EXCEPT
+             SELECT obj FROM fresh_objects))
+        THEN
+            RAISE EXCEPTION 'update from % does not match a fresh install', upd.source;
+        END IF;
+        n := n + 1;
+    END LOOP;
+    RAISE NOTICE 'upgrade paths checked: %', n;
+END
+$$;
+
 -- Dropping and re-creating the extension works.
 DROP EXTENSION bgw_jit;
 CREATE EXTENSION bgw_jit;
