@@ -4,9 +4,13 @@
 \echo Use "CREATE EXTENSION bgw_jit" to load this file. \quit
 
 CREATE FUNCTION bgw_jit_stats(
+    OUT strategy text,
     OUT buf_clean bigint,
+    OUT buf_all_clean bigint,
     OUT buf_backend bigint,
     OUT buf_alloc bigint,
+    OUT buf_clean_useful bigint,
+    OUT buf_clean_wasted bigint,
     OUT maxwritten_clean bigint,
     OUT cycles bigint,
     OUT laps bigint,
@@ -27,11 +31,18 @@ AS 'MODULE_PATHNAME', 'bgw_jit_stats'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
 
 CREATE VIEW bgw_jit_stats AS
-    SELECT buf_clean,
+    SELECT strategy,
+           buf_clean,
+           buf_all_clean,
            buf_backend,
            buf_alloc,
            round(100.0 * buf_clean / nullif(buf_clean + buf_backend, 0), 2)
                AS cleaner_pct,
+           buf_clean_useful,
+           buf_clean_wasted,
+           round(100.0 * buf_clean_useful /
+                 nullif(buf_clean_useful + buf_clean_wasted, 0), 2)
+               AS useful_pct,
            maxwritten_clean,
            cycles,
            laps,
@@ -51,6 +62,7 @@ CREATE VIEW bgw_jit_stats AS
 CREATE FUNCTION bgw_jit_history(
     OUT cycle bigint,
     OUT at timestamp with time zone,
+    OUT strategy text,
     OUT recent_alloc bigint,
     OUT alloc_reported bigint,
     OUT strategy_delta bigint,
@@ -60,7 +72,10 @@ CREATE FUNCTION bgw_jit_history(
     OUT bufs_ahead integer,
     OUT scanned integer,
     OUT written integer,
+    OUT all_written integer,
     OUT reusable_found integer,
+    OUT useful integer,
+    OUT wasted integer,
     OUT lapped boolean,
     OUT hit_maxpages boolean,
     OUT cpu_us bigint

@@ -18,6 +18,7 @@
 
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
+#include "storage/bufmgr.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "utils/guc.h"
@@ -38,11 +39,23 @@ double		bgw_jit_lru_multiplier = 2.0;
 int			bgw_jit_smoothing_samples = 16;
 int			bgw_jit_scan_whole_pool_seconds = 120;
 int			bgw_jit_history_size = 1024;
+int			bgw_jit_strategy = BGW_JIT_STRATEGY_JIT;
+double		bgw_jit_lru_percent = 10.0;
+double		bgw_jit_all_percent = 0.333;
+int			bgw_jit_all_maxpages = 5;
 #ifdef BGW_JIT_FAULT_INJECTION
 bool		bgw_jit_inject_error = false;
 #endif
 
 BgwJitShared *bgw_jit_shared = NULL;
+uint32	   *bgw_jit_clean_marks = NULL;
+
+static const struct config_enum_entry strategy_options[] = {
+	{"jit", BGW_JIT_STRATEGY_JIT, false},
+	{"lap", BGW_JIT_STRATEGY_LAP, false},
+	{"jit+all", BGW_JIT_STRATEGY_JIT_ALL, false},
+	{NULL, 0, false}
+};
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -132,6 +145,43 @@ define_settings(void)
 							GUC_UNIT_S,
 							NULL, NULL, NULL);
 
+	DefineCustomEnumVariable("bgw_jit.strategy",
+							 "Cleaning strategy: jit, lap or jit+all.",
+							 "jit estimates upcoming allocations (8.3+); lap scans a fixed share of the pool right behind the clock sweep (seed 001); jit+all adds 8.x's scan of all buffers whatever their usage (seed 003).",
+							 &bgw_jit_strategy,
+							 BGW_JIT_STRATEGY_JIT,
+							 strategy_options,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomRealVariable("bgw_jit.lru_percent",
+							 "Percentage of the buffer pool the lap strategy scans per cycle.",
+							 NULL,
+							 &bgw_jit_lru_percent,
+							 10.0, 0.0, 100.0,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomRealVariable("bgw_jit.all_percent",
+							 "Percentage of the buffer pool the jit+all strategy's all-buffers scan visits per cycle.",
+							 NULL,
+							 &bgw_jit_all_percent,
+							 0.333, 0.0, 100.0,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bgw_jit.all_maxpages",
+							"Maximum number of buffers the all-buffers scan writes per cycle.",
+							NULL,
+							&bgw_jit_all_maxpages,
+							5, 0, INT_MAX / 2,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
 	DefineCustomIntVariable("bgw_jit.history_size",
 							"Number of cleaning cycles kept in bgw_jit_history.",
 							NULL,
@@ -186,6 +236,7 @@ bgw_jit_shmem_request(void)
 		prev_shmem_request_hook();
 
 	RequestAddinShmemSpace(bgw_jit_shmem_size());
+	RequestAddinShmemSpace(mul_size(NBuffers, sizeof(uint32)));
 	RequestNamedLWLockTranche("bgw_jit", 1);
 }
 
@@ -208,11 +259,25 @@ bgw_jit_shmem_startup(void)
 		bgw_jit_shared->stats_reset = GetCurrentTimestamp();
 		bgw_jit_stats_load(bgw_jit_shared);
 	}
+	bgw_jit_clean_marks = ShmemInitStruct("bgw_jit clean marks",
+										  mul_size(NBuffers, sizeof(uint32)),
+										  &found);
+	if (!found)
+		memset(bgw_jit_clean_marks, 0, mul_size(NBuffers, sizeof(uint32)));
 	LWLockRelease(AddinShmemInitLock);
 
 	/* The postmaster saves the statistics when it exits cleanly. */
 	if (!IsUnderPostmaster)
 		on_shmem_exit(bgw_jit_stats_save, (Datum) 0);
+}
+
+const char *
+bgw_jit_strategy_name(int strategy)
+{
+	for (const struct config_enum_entry *e = strategy_options; e->name; e++)
+		if (e->val == strategy)
+			return e->name;
+	return "unknown";
 }
 
 /*

@@ -14,11 +14,20 @@
 #include "storage/buf_internals.h"
 #include "storage/lwlock.h"
 
+/* Cleaning strategies (bgw_jit.strategy). */
+typedef enum BgwJitStrategy
+{
+	BGW_JIT_STRATEGY_JIT,		/* just-in-time, as PostgreSQL 8.3+ */
+	BGW_JIT_STRATEGY_LAP,		/* fixed share per cycle behind the hand */
+	BGW_JIT_STRATEGY_JIT_ALL	/* jit plus 8.x's all-buffers scan */
+} BgwJitStrategy;
+
 /* One cycle of the worker, as kept in the history ring. */
 typedef struct BgwJitCycle
 {
 	uint64		cycle;			/* cycle number since stats reset, from 1 */
 	TimestampTz at;				/* when the cycle started */
+	int			strategy;		/* BgwJitStrategy of the cycle */
 	uint32		recent_alloc;	/* allocations credited to the cycle */
 	int64		alloc_reported; /* increase of the shared counter seen */
 	int64		strategy_delta; /* clock-hand movement since last cycle */
@@ -28,7 +37,10 @@ typedef struct BgwJitCycle
 	int			bufs_ahead;		/* cleaner's lead over the hand */
 	int			scanned;
 	int			written;
+	int			all_written;	/* by the all-buffers scan (jit+all) */
 	int			reusable_found; /* reusable buffers the scan found */
+	int			useful;			/* earlier writes found useful */
+	int			wasted;			/* earlier writes found wasted */
 	bool		lapped;			/* the hand had overtaken the cleaner */
 	bool		hit_maxpages;
 	int64		cpu_us;			/* CPU time the cycle took */
@@ -38,7 +50,10 @@ typedef struct BgwJitCycle
 typedef struct BgwJitCounters
 {
 	uint64		cycles;
-	uint64		buf_clean;		/* buffers this worker wrote */
+	uint64		buf_clean;		/* buffers the LRU scan wrote */
+	uint64		buf_all_clean;	/* buffers the all-buffers scan wrote */
+	uint64		buf_clean_useful;	/* writes later found useful */
+	uint64		buf_clean_wasted;	/* writes later found wasted */
 	uint64		buf_alloc;		/* allocations credited to cycles */
 	uint64		backend_writes; /* increase of pg_stat_bgwriter.buffers_backend */
 	uint64		maxwritten_clean;
@@ -60,6 +75,7 @@ typedef struct BgwJitShared
 	uint64		backend_seen;
 
 	/* state as of the last cycle */
+	int			strategy;
 	int			strategy_buf_id;
 	int			next_to_clean;
 	int			bufs_ahead;
@@ -82,12 +98,18 @@ extern double bgw_jit_lru_multiplier;
 extern int	bgw_jit_smoothing_samples;
 extern int	bgw_jit_scan_whole_pool_seconds;
 extern int	bgw_jit_history_size;
+extern int	bgw_jit_strategy;
+extern double bgw_jit_lru_percent;
+extern double bgw_jit_all_percent;
+extern int	bgw_jit_all_maxpages;
 #ifdef BGW_JIT_FAULT_INJECTION
 extern bool bgw_jit_inject_error;
 #endif
 
 /* bgw_jit.c: shared state */
 extern BgwJitShared *bgw_jit_shared;
+extern uint32 *bgw_jit_clean_marks;
+extern const char *bgw_jit_strategy_name(int strategy);
 extern void bgw_jit_check_loaded(void);
 extern void bgw_jit_reset_counters(void);
 
@@ -98,8 +120,11 @@ extern void bgw_jit_stats_save(int code, Datum arg);
 /* cleaner.c: outcome flags of cleaner_sync_buffer() */
 #define CLEANER_REUSABLE	0x01	/* unpinned and usage count 0 */
 #define CLEANER_WRITTEN		0x02	/* this call wrote it */
+#define CLEANER_USEFUL		0x04	/* an earlier write proved useful */
+#define CLEANER_WASTED		0x08	/* an earlier write proved wasted */
 
-extern int	cleaner_sync_buffer(int buf_id, WritebackContext *wb_context);
+extern int	cleaner_sync_buffer(int buf_id, WritebackContext *wb_context,
+								bool any_usage);
 
 /* worker.c */
 extern PGDLLEXPORT void bgw_jit_main(Datum main_arg);

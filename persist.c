@@ -35,6 +35,7 @@ typedef struct StatsFileHeader
 {
 	uint32		magic;
 	uint32		version;
+	uint32		body_size;		/* sizeof(StatsFileBody) when written */
 	uint32		cycle_size;		/* sizeof(BgwJitCycle) when written */
 	uint32		ncycles;		/* history entries that follow, oldest first */
 	pg_crc32c	crc;			/* over the body and the entries */
@@ -90,6 +91,7 @@ bgw_jit_stats_save(int code, Datum arg)
 
 	hdr.magic = STATS_MAGIC;
 	hdr.version = STATS_VERSION;
+	hdr.body_size = sizeof(StatsFileBody);
 	hdr.cycle_size = sizeof(BgwJitCycle);
 	INIT_CRC32C(hdr.crc);
 	COMP_CRC32C(hdr.crc, &body, sizeof(body));
@@ -158,16 +160,21 @@ bgw_jit_stats_load(BgwJitShared *s)
 		return;
 	}
 
-	if (fread(&hdr, sizeof(hdr), 1, file) != 1 ||
-		fread(&body, sizeof(body), 1, file) != 1)
+	if (fread(&hdr, sizeof(hdr), 1, file) != 1)
 	{
 		ignore_file("file is truncated");
 		goto done;
 	}
 	if (hdr.magic != STATS_MAGIC || hdr.version != STATS_VERSION ||
+		hdr.body_size != sizeof(StatsFileBody) ||
 		hdr.cycle_size != sizeof(BgwJitCycle))
 	{
 		ignore_file("not a statistics file of this bgw_jit version");
+		goto done;
+	}
+	if (fread(&body, sizeof(body), 1, file) != 1)
+	{
+		ignore_file("file is truncated");
 		goto done;
 	}
 	if (hdr.ncycles > 1000000)

@@ -28,8 +28,8 @@ PG_FUNCTION_INFO_V1(bgw_jit_history);
 PG_FUNCTION_INFO_V1(bgw_jit_reset);
 PG_FUNCTION_INFO_V1(bgw_jit_replay);
 
-#define STATS_COLS		17
-#define HISTORY_COLS	15
+#define STATS_COLS		21
+#define HISTORY_COLS	19
 #define REPLAY_COLS		6
 
 static Datum
@@ -49,6 +49,7 @@ bgw_jit_stats(PG_FUNCTION_ARGS)
 	BgwJitShared snap;
 	uint64		backend_now;
 	uint64		backend_total;
+	uint64		own_writes;
 	uint64		buf_backend;
 	TupleDesc	tupdesc;
 	Datum		values[STATS_COLS];
@@ -75,13 +76,17 @@ bgw_jit_stats(PG_FUNCTION_ARGS)
 	if (snap.backend_seen_valid)
 		backend_total += (backend_now >= snap.backend_seen) ?
 			backend_now - snap.backend_seen : backend_now;
-	buf_backend = (backend_total > snap.counters.buf_clean) ?
-		backend_total - snap.counters.buf_clean : 0;
+	own_writes = snap.counters.buf_clean + snap.counters.buf_all_clean;
+	buf_backend = (backend_total > own_writes) ? backend_total - own_writes : 0;
 
 	memset(nulls, 0, sizeof(nulls));
+	values[i++] = CStringGetTextDatum(bgw_jit_strategy_name(snap.strategy));
 	values[i++] = Int64GetDatum(snap.counters.buf_clean);
+	values[i++] = Int64GetDatum(snap.counters.buf_all_clean);
 	values[i++] = Int64GetDatum(buf_backend);
 	values[i++] = Int64GetDatum(snap.counters.buf_alloc);
+	values[i++] = Int64GetDatum(snap.counters.buf_clean_useful);
+	values[i++] = Int64GetDatum(snap.counters.buf_clean_wasted);
 	values[i++] = Int64GetDatum(snap.counters.maxwritten_clean);
 	values[i++] = Int64GetDatum(snap.counters.cycles);
 	values[i++] = Int64GetDatum(snap.counters.laps);
@@ -139,6 +144,7 @@ bgw_jit_history(PG_FUNCTION_ARGS)
 		memset(nulls, 0, sizeof(nulls));
 		values[i++] = Int64GetDatum(e->cycle);
 		values[i++] = TimestampTzGetDatum(e->at);
+		values[i++] = CStringGetTextDatum(bgw_jit_strategy_name(e->strategy));
 		values[i++] = Int64GetDatum(e->recent_alloc);
 		values[i++] = Int64GetDatum(e->alloc_reported);
 		values[i++] = Int64GetDatum(e->strategy_delta);
@@ -148,7 +154,10 @@ bgw_jit_history(PG_FUNCTION_ARGS)
 		values[i++] = Int32GetDatum(e->bufs_ahead);
 		values[i++] = Int32GetDatum(e->scanned);
 		values[i++] = Int32GetDatum(e->written);
+		values[i++] = Int32GetDatum(e->all_written);
 		values[i++] = Int32GetDatum(e->reusable_found);
+		values[i++] = Int32GetDatum(e->useful);
+		values[i++] = Int32GetDatum(e->wasted);
 		values[i++] = BoolGetDatum(e->lapped);
 		values[i++] = BoolGetDatum(e->hit_maxpages);
 		values[i++] = Int64GetDatum(e->cpu_us);

@@ -18,6 +18,7 @@
  */
 #include "postgres.h"
 
+#include <math.h>
 #include <time.h>
 
 #include "miscadmin.h"
@@ -66,6 +67,8 @@ static bool cleaner_valid = false;
 static int	next_to_clean;
 static uint32 next_passes;
 
+static int	all_next_to_clean = 0;	/* the all-buffers scan's position */
+
 static bool shared_alloc_valid = false;
 static uint64 prev_shared_alloc;	/* pg_stat_bgwriter.buffers_alloc seen */
 
@@ -80,6 +83,7 @@ static void run_cycle(CycleResult *result);
 static int	clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 						int strategy_buf_id, uint32 strategy_passes,
 						CycleResult *result);
+static void scan_all_buffers(BgwJitCycle *e);
 static void publish_cycle(CycleResult *result, uint64 backend_writes);
 static int64 thread_cpu_us(void);
 
@@ -246,9 +250,11 @@ run_cycle(CycleResult *result)
 	backend_writes = compat_shared_backend_writes();
 
 	result->strategy_buf_id = strategy_buf_id;
+	result->entry.strategy = bgw_jit_strategy;
 	result->entry.recent_alloc = recent_alloc;
 	result->entry.strategy_delta = strategy_delta;
 
+	can_idle = (recent_alloc == 0);
 	if (bgw_jit_enabled && bgw_jit_lru_maxpages > 0)
 	{
 		int			bufs_to_lap;
@@ -256,13 +262,19 @@ run_cycle(CycleResult *result)
 		bufs_to_lap = clean_ahead(recent_alloc, strategy_delta,
 								  strategy_buf_id, strategy_passes, result);
 		result->cleaned = true;
-		can_idle = (bufs_to_lap == 0 && recent_alloc == 0);
+		can_idle = can_idle && bufs_to_lap == 0;
 	}
 	else
 	{
 		/* Like core with lru_maxpages = 0: restart at the hand later. */
 		cleaner_valid = false;
-		can_idle = (recent_alloc == 0);
+	}
+
+	if (bgw_jit_enabled && bgw_jit_strategy == BGW_JIT_STRATEGY_JIT_ALL &&
+		bgw_jit_all_maxpages > 0 && bgw_jit_all_percent > 0)
+	{
+		scan_all_buffers(&result->entry);
+		result->cleaned = true;
 	}
 
 	if (!can_idle)
@@ -270,6 +282,8 @@ run_cycle(CycleResult *result)
 	else if (idle_sleep_ms == 0)
 		result->entered_hibernation = true;
 
+	result->entry.smoothed_alloc = jit_state.smoothed_alloc;
+	result->entry.smoothed_density = jit_state.smoothed_density;
 	result->entry.cpu_us = thread_cpu_us() - cpu_start;
 	publish_cycle(result, backend_writes);
 }
@@ -286,6 +300,7 @@ clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 	BgwJitCycle *e = &result->entry;
 	JitParams	params;
 	JitEstimate est;
+	bool		lap = (bgw_jit_strategy == BGW_JIT_STRATEGY_LAP);
 	int			bufs_to_lap;
 	int			num_to_scan;
 	int			reusable_buffers;
@@ -326,11 +341,24 @@ clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 
 	ResourceOwnerEnlargeBuffers(CurrentResourceOwner);
 
+	/*
+	 * jit scans until enough reusable buffers are ahead; lap scans a fixed
+	 * share of the pool, the estimate computed only to keep the averages
+	 * current for a switch back.  Both stop short of lapping the hand.
+	 */
 	num_to_scan = bufs_to_lap;
+	if (lap)
+		num_to_scan = Min(num_to_scan,
+						  (int) ceil(NBuffers * bgw_jit_lru_percent / 100.0));
 	reusable_buffers = est.reusable_buffers_est;
-	while (num_to_scan > 0 && reusable_buffers < est.upcoming_alloc_est)
+	while (num_to_scan > 0 &&
+		   (lap || reusable_buffers < est.upcoming_alloc_est))
 	{
-		int			outcome = cleaner_sync_buffer(next_to_clean, &wb_context);
+		int			outcome = cleaner_sync_buffer(next_to_clean, &wb_context,
+												  false);
+
+		e->useful += (outcome & CLEANER_USEFUL) ? 1 : 0;
+		e->wasted += (outcome & CLEANER_WASTED) ? 1 : 0;
 
 		if (++next_to_clean >= NBuffers)
 		{
@@ -359,11 +387,36 @@ clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 	e->reusable_found = reusable_buffers - est.reusable_buffers_est;
 	jit_refine_density(&jit_state, &params, e->scanned, e->reusable_found);
 
-	e->smoothed_alloc = jit_state.smoothed_alloc;
-	e->smoothed_density = jit_state.smoothed_density;
 	e->upcoming_alloc_est = est.upcoming_alloc_est;
 
 	return bufs_to_lap;
+}
+
+/*
+ * The 8.x "all buffers" scan of jit+all: its own circular position, a
+ * fixed share of the pool per cycle, dirty unpinned buffers written
+ * whatever their usage count, to spread out checkpoint writes.
+ */
+static void
+scan_all_buffers(BgwJitCycle *e)
+{
+	int			num_to_scan = (int) Min(ceil(NBuffers * bgw_jit_all_percent / 100.0),
+										NBuffers);
+
+	ResourceOwnerEnlargeBuffers(CurrentResourceOwner);
+	while (num_to_scan-- > 0 && e->all_written < bgw_jit_all_maxpages)
+	{
+		int			outcome = cleaner_sync_buffer(all_next_to_clean, &wb_context,
+												  true);
+
+		e->useful += (outcome & CLEANER_USEFUL) ? 1 : 0;
+		e->wasted += (outcome & CLEANER_WASTED) ? 1 : 0;
+		e->all_written += (outcome & CLEANER_WRITTEN) ? 1 : 0;
+		if (++all_next_to_clean >= NBuffers)
+			all_next_to_clean = 0;
+		if ((num_to_scan & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+	}
 }
 
 /* Fold a cycle into the shared counters, state and history ring. */
@@ -385,6 +438,7 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
 	s->backend_seen = backend_writes;
 	s->backend_seen_valid = true;
 
+	s->strategy = e->strategy;
 	s->strategy_buf_id = result->strategy_buf_id;
 	s->last_cycle_at = e->at;
 
@@ -392,6 +446,9 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
 	{
 		s->counters.cycles++;
 		s->counters.buf_clean += e->written;
+		s->counters.buf_all_clean += e->all_written;
+		s->counters.buf_clean_useful += e->useful;
+		s->counters.buf_clean_wasted += e->wasted;
 		s->counters.maxwritten_clean += e->hit_maxpages ? 1 : 0;
 		s->counters.laps += e->lapped ? 1 : 0;
 		s->counters.buffers_scanned += e->scanned;

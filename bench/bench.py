@@ -343,6 +343,37 @@ def read_history(rawdir):
     return read_rows(os.path.join(rawdir, "history.csv"))
 
 
+def end_counters(jit, reload_, final):
+    """The counters at the end of a run, all as of the settling reload.
+
+    reload.csv holds every counter read in the reload's statement;
+    final.csv buffers_backend read after the checkpointer absorbed the
+    backends' counts, which covers the writes up to the reload.  For
+    bgw_jit, backend writes are that minus the worker's own writes up to
+    the reload: bgw_jit_stats.buf_backend's formula, evaluated at one
+    moment.  The view's own buf_backend, read after the wait, is kept as
+    jit_buf_backend_view.
+    """
+    r = {k: num(v) for k, v in reload_.items()}
+    f = {k: num(v) for k, v in final.items()}
+    out = {"stat_buffers_clean": r.get("buffers_clean"),
+           "stat_buffers_backend": f.get("buffers_backend"),
+           "stat_buffers_alloc": r.get("buffers_alloc"),
+           "stat_maxwritten_clean": r.get("maxwritten_clean"),
+           "buffers_checkpoint": r.get("buffers_checkpoint")}
+    if f.get("accounts_bytes") is not None:
+        out["accounts_mb"] = f["accounts_bytes"] / 2 ** 20
+    if jit:
+        for k in ("buf_clean", "buf_alloc", "maxwritten_clean", "cycles",
+                  "laps"):
+            out["jit_" + k] = r.get("jit_" + k)
+        out["jit_buf_backend_view"] = f.get("jit_buf_backend_view")
+        if None not in (f.get("buffers_backend"), r.get("jit_buf_clean")):
+            out["jit_buf_backend"] = max(
+                0, f["buffers_backend"] - r["jit_buf_clean"])
+    return out
+
+
 def cleaner_settings(meta, settings):
     """Which cleaner ran and with what settings, as the server reported."""
     if meta.get("jit_loaded") == "1":
@@ -369,11 +400,11 @@ RESULT_COLS = [
     "tps", "xacts", "failed_xacts", "lat_mean_ms", "lat_p50_ms", "lat_p99_ms",
     "buf_clean", "buf_backend", "buf_alloc", "maxwritten_clean",
     "buffers_checkpoint", "cleaner_pct", "total_writes",
-    "total_vs_nobgw_same_round",
+    "writes_per_xact", "total_vs_nobgw_same_round",
     "stat_buffers_clean", "stat_buffers_backend", "stat_buffers_alloc",
     "stat_maxwritten_clean",
     "jit_buf_clean", "jit_buf_backend", "jit_buf_alloc",
-    "jit_alloc_vs_stat_pct", "jit_buf_backend_check", "jit_cycles",
+    "jit_alloc_vs_stat_pct", "jit_buf_backend_view", "jit_cycles",
     "jit_laps", "jit_cycle_cpu_s_per_s",
     "cleaner_cpu_s_per_s", "bgwriter_cpu_s_per_s", "jit_cpu_s_per_s",
     "accounts_mb",
@@ -417,44 +448,29 @@ def cmd_run_figures(args):
         problems.append("per-transaction log has %d of %d transactions"
                         % (pb["log_xacts"], pb["xacts"]))
 
-    f = {k: num(v) for k, v in final.items()}
-    row["stat_buffers_clean"] = f.get("buffers_clean")
-    row["stat_buffers_backend"] = f.get("buffers_backend")
-    row["stat_buffers_alloc"] = f.get("buffers_alloc")
-    row["stat_maxwritten_clean"] = f.get("maxwritten_clean")
-    row["buffers_checkpoint"] = f.get("buffers_checkpoint")
-    if f.get("accounts_bytes") is not None:
-        row["accounts_mb"] = f["accounts_bytes"] / 2 ** 20
+    row.update(end_counters(jit, reload_, final))
     if jit:
-        row["jit_buf_clean"] = f.get("jit_buf_clean")
-        row["jit_buf_backend"] = f.get("jit_buf_backend")
-        row["jit_buf_alloc"] = f.get("jit_buf_alloc")
-        row["jit_cycles"] = f.get("jit_cycles")
-        row["jit_laps"] = f.get("jit_laps")
-        row["buf_clean"] = f.get("jit_buf_clean")
-        row["buf_backend"] = f.get("jit_buf_backend")
-        row["buf_alloc"] = f.get("jit_buf_alloc")
-        row["maxwritten_clean"] = f.get("jit_maxwritten_clean")
+        row["buf_clean"] = row["jit_buf_clean"]
+        row["buf_backend"] = row.get("jit_buf_backend")
+        row["buf_alloc"] = row["jit_buf_alloc"]
+        row["maxwritten_clean"] = row["jit_maxwritten_clean"]
         if row["jit_buf_alloc"] is not None and row["stat_buffers_alloc"]:
             row["jit_alloc_vs_stat_pct"] = 100.0 * (
                 row["jit_buf_alloc"] - row["stat_buffers_alloc"]
             ) / row["stat_buffers_alloc"]
-        # The view's buf_backend recomputed by hand: settled backend
-        # writes minus the worker's writes up to the settling reload.
-        rc = num(reload_.get("jit_buf_clean"))
-        if rc is not None and row["stat_buffers_backend"] is not None:
-            row["jit_buf_backend_check"] = row["stat_buffers_backend"] - rc
     else:
-        row["buf_clean"] = f.get("buffers_clean")
-        row["buf_backend"] = f.get("buffers_backend")
-        row["buf_alloc"] = f.get("buffers_alloc")
-        row["maxwritten_clean"] = f.get("maxwritten_clean")
+        row["buf_clean"] = row["stat_buffers_clean"]
+        row["buf_backend"] = row["stat_buffers_backend"]
+        row["buf_alloc"] = row["stat_buffers_alloc"]
+        row["maxwritten_clean"] = row["stat_maxwritten_clean"]
     c, b = row["buf_clean"], row["buf_backend"]
     if c is not None and b is not None:
         if c + b > 0:
             row["cleaner_pct"] = 100.0 * c / (c + b)
         if row["buffers_checkpoint"] is not None:
             row["total_writes"] = c + b + row["buffers_checkpoint"]
+            if pb["xacts"]:
+                row["writes_per_xact"] = row["total_writes"] / pb["xacts"]
 
     row["bgwriter_cpu_s_per_s"] = cpu_per_s(meta, "bgw")
     row["jit_cpu_s_per_s"] = cpu_per_s(meta, "jit") if jit else None
@@ -468,10 +484,13 @@ def cmd_run_figures(args):
         row["acc_complete"] = 1 if complete else 0
         if complete:
             row.update(accuracy(history))
-        span = num(meta.get("cpu_t1")), num(meta.get("cpu_t0"))
-        if complete and None not in span and span[0] > span[1]:
+        # the worker's own per-cycle CPU clock over pgbench's span, as a
+        # cross-check of the /proc figure
+        t0, t1 = num(meta.get("cpu_t0")), num(meta.get("cpu_t1"))
+        if complete and None not in (t0, t1) and t1 > t0:
             row["jit_cycle_cpu_s_per_s"] = sum(
-                int(h["cpu_us"]) for h in history) / 1e6 / (span[0] - span[1])
+                int(h["cpu_us"]) for h in history
+                if t0 <= num(h["at"]) <= t1) / 1e6 / (t1 - t0)
     elif jit:
         problems.append("no bgw_jit_history")
 
@@ -541,8 +560,6 @@ def cmd_step_figures(args):
     rawdir, outdir = args
     meta = read_env(os.path.join(rawdir, "meta.env"))
     settings = read_env(os.path.join(rawdir, "settings.env"))
-    final = {k: num(v) for k, v in
-             read_psql_csv(os.path.join(rawdir, "final.csv")).items()}
     cs = cleaner_settings(meta, settings)
     jit = cs["cleaner"] == "bgw_jit"
     pb = parse_pgbench(rawdir)
@@ -578,12 +595,13 @@ def cmd_step_figures(args):
         if row.get("backend_" + w) is None:
             problems.append("no backend count at ~%s s" % w)
 
-    if jit:
-        row["backend_total"] = final.get("jit_buf_backend")
-        row["clean_total"] = final.get("jit_buf_clean")
-    else:
-        row["backend_total"] = final.get("buffers_backend")
-        row["clean_total"] = final.get("buffers_clean")
+    end = end_counters(
+        jit, read_psql_csv(os.path.join(rawdir, "reload.csv")),
+        read_psql_csv(os.path.join(rawdir, "final.csv")))
+    row["backend_total"] = end.get("jit_buf_backend" if jit
+                                   else "stat_buffers_backend")
+    row["clean_total"] = end.get("jit_buf_clean" if jit
+                                 else "stat_buffers_clean")
 
     samples = parse_sampler(rawdir)
     key = "jit_buf_clean" if jit else "buffers_clean"
@@ -667,6 +685,10 @@ def span(rs, col):
     return (min(xs), max(xs)) if xs else (None, None)
 
 
+def ratio(a, b):
+    return fmt(a / b, 2) if a is not None and b else "–"
+
+
 def psql_table(header, rows):
     """An aligned table in psql's style, like the seeds'."""
     w = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows
@@ -714,7 +736,8 @@ def gp_quote(s):
     return '"' + str(s).replace('"', "'") + '"'
 
 
-def series_plot(outdir, term, name, title, ylabel, blocks, problems):
+def series_plot(outdir, term, name, title, ylabel, blocks, problems,
+                xrange="*:*"):
     """blocks: [(label, datafile, xcol, ycol)]; lines, one per block."""
     blocks = [b for b in blocks if os.path.exists(b[1])
               and sum(1 for _ in open(b[1])) > 2]
@@ -725,12 +748,13 @@ def series_plot(outdir, term, name, title, ylabel, blocks, problems):
         "%s skip 1 using %d:%d with lines lw 1.5 title %s"
         % (gp_quote(os.path.relpath(d, outdir)), x, y, gp_quote(label))
         for label, d, x, y in blocks)
-    script = ("set terminal %s\nset output %s\nset datafile separator ','\n"
+    script = ("set terminal %s noenhanced\nset output %s\n"
+              "set datafile separator ','\n"
               "set key outside right\nset grid\nset title %s\n"
               "set xlabel 'seconds since the first transaction'\n"
-              "set ylabel %s\nset yrange [0:*]\nplot %s\n"
+              "set ylabel %s\nset xrange [%s]\nset yrange [0:*]\nplot %s\n"
               % (term, gp_quote(name + ".png"), gp_quote(title),
-                 gp_quote(ylabel), plots))
+                 gp_quote(ylabel), xrange, plots))
     return name + ".png" if run_gnuplot(outdir, name, script, problems) \
         else None
 
@@ -755,6 +779,8 @@ def cmd_report(args):
     info = {r["config"]: r["info"] for r in rows}
     nobgw = {c: med(groups.get(("nobgw", c), []), "total_writes")
              for c in clients}
+    nobgw_px = {c: med(groups.get(("nobgw", c), []), "writes_per_xact")
+                for c in clients}
     # per-run ratio against nobgw of the same round and client count
     # (rewritten into results.csv for convenience)
     by_round = {(r["config"], r["clients"], r["round"]): r for r in rows}
@@ -780,21 +806,25 @@ def cmd_report(args):
                 meta.get("pg_version")))
     L.append("Kernel: %s; finished %s  " % (meta.get("kernel"),
                                             meta.get("finished", "?")))
-    L.append("Runs: scale %s, %s s per run, %s round(s), clients %s, "
-             "checkpoints %s; configurations in run order: %s"
-             % (meta.get("scale"), meta.get("duration"), meta.get("rounds"),
-                meta.get("clients"),
-                "every 30 s (--checkpoints)" if meta.get("checkpoints") == "1"
-                else "pushed out of the runs",
-                ", ".join(configs) or "none"))
+    if meta.get("main") == "1":
+        L.append("Runs: scale %s, %s s per run, %s round(s), clients %s, "
+                 "checkpoints %s; configurations in run order: %s"
+                 % (meta.get("scale"), meta.get("duration"),
+                    meta.get("rounds"), meta.get("clients"),
+                    "every 30 s (--checkpoints)"
+                    if meta.get("checkpoints") == "1"
+                    else "pushed out of the runs", ", ".join(configs)))
+    if meta.get("step") == "1":
+        L.append("Load step: scale %s, %s round(s), configurations %s"
+                 % (meta.get("scale"), meta.get("rounds"),
+                    ", ".join(meta.get("step_configs", "").split())))
     L.append("")
     if problems:
         L.append("**FAILURES (%d)**: " % len(problems) +
                  "; ".join(problems[:20]))
         L.append("")
-    L.append(HOW_MEASURED)
-
     if rows:
+        L.append(HOW_MEASURED)
         L.append("## Seed 001 layout, per configuration (medians over rounds)")
         L.append("")
         for cfg in configs:
@@ -833,7 +863,9 @@ def cmd_report(args):
         L.append("Median over rounds, [min–max] for tps. *writes vs nobgw*: "
                  "median total writes (clean + backend + checkpoint) over "
                  "nobgw's median at the same client count: the cost of "
-                 "cleaning (seed 001's \"75% more buffers\" is 1.75). "
+                 "cleaning (seed 001's \"75% more buffers\" is 1.75); *per xact*: "
+                 "the same with writes per transaction, which discounts a "
+                 "difference in tps. "
                  "*cleaner CPU*: CPU seconds per second of run of the "
                  "cleaning process (bgw_jit's worker, else the built-in "
                  "writer).")
@@ -852,8 +884,8 @@ def cmd_report(args):
                           fmt(med(rs, "lat_p99_ms"), 3),
                           fmt(med(rs, "cleaner_pct"), 2),
                           fmt(tw),
-                          fmt(tw / nobgw[c], 2) if tw is not None
-                          and nobgw.get(c) else "–",
+                          ratio(tw, nobgw.get(c)),
+                          ratio(med(rs, "writes_per_xact"), nobgw_px.get(c)),
                           fmt(med(rs, "buffers_checkpoint")),
                           fmt(med(rs, "maxwritten_clean")),
                           fmt(med(rs, "cleaner_cpu_s_per_s"), 3),
@@ -862,7 +894,8 @@ def cmd_report(args):
             L.append("")
             L.append(md_table(("config", "tps", "lat mean ms", "p99 ms",
                                "cleaner_pct", "total writes",
-                               "writes vs nobgw", "ckpt writes",
+                               "writes vs nobgw", "per xact vs nobgw",
+                               "ckpt writes",
                                "maxwritten_clean", "cleaner CPU s/s",
                                "rounds"), t))
             L.append("")
@@ -955,15 +988,19 @@ def alloc_section(rows, configs, groups, clients):
                           fmt(med(rs, "stat_buffers_alloc")),
                           fmt(med(rs, "jit_alloc_vs_stat_pct"), 2),
                           fmt(med(rs, "buf_backend")),
-                          fmt(med(rs, "jit_buf_backend_check"))))
+                          fmt(med(rs, "jit_buf_backend_view"))))
     if not t:
         return []
     return ["## bgw_jit's counts against core's (medians)", "",
             "`bgw_jit_stats.buf_alloc` against "
-            "`pg_stat_bgwriter.buffers_alloc` over the whole run; and the "
-            "view's buf_backend against the same figure computed here "
-            "(settled `buffers_backend` minus the worker's `buf_clean` at "
-            "the settling reload).", "",
+            "`pg_stat_bgwriter.buffers_alloc` over the whole run. "
+            "*buf_backend used* is the view's formula evaluated at the "
+            "settling reload: `buffers_backend` once the checkpointer has "
+            "absorbed the counts up to the reload, minus the worker's "
+            "`buf_clean` read with the reload. The view itself, read 1.5 s "
+            "later, also subtracts the worker's writes made after that "
+            "absorb, which `buffers_backend` does not hold yet, so it reads "
+            "low by them.", "",
             md_table(("config", "clients", "jit buf_alloc", "buffers_alloc",
                       "diff %", "view buf_backend", "recomputed"), t), ""]
 
@@ -1053,10 +1090,14 @@ def step_section(steps):
             "checkpointer absorb the backends' write counts; "
             "`buffers_backend` read 50 ms later, minus bgw_jit's `buf_clean` "
             "read at the reload (core counts the worker's writes as backend "
-            "writes). Mean actual t: %.2f s, %.2f s, %.2f s. The cleaner's "
+            "writes; the worker's writes between that read and the absorb, "
+            "a few ms, are counted as backend writes). Mean actual t: %.2f s, %.2f s, %.2f s. The cleaner's "
             "counter (`bgw_jit_stats.buf_clean` or "
             "`pg_stat_bgwriter.buffers_clean`) was sampled every 100 ms: "
-            "*first clean* is the first sample after 0 where it rose, "
+            "*first clean* is the first sample after 0 where it rose (after a "
+            "CHECKPOINT nothing ahead of the clock hand is dirty until the "
+            "sweep reaches pages the load dirtied, so this is partly the "
+            "workload's doing), "
             "*90%% at* the first sample whose 0.5 s trailing rate reached 90%% "
             "of the steady rate (5–9.5 s). *worker active* is bgw_jit's first "
             "history cycle after 0 that counted allocations (the idle "
@@ -1097,12 +1138,13 @@ def grid_plot(outdir, term, rows, configs, groups, clients, problems):
                             gp_quote("%s ms, %d client%s" % (
                                 fmt(delay), c, "" if c == 1 else "s"))))
             idx += 1
-    script = ("set terminal %s\nset output 'cleaner_pct_vs_multiplier.png'\n"
+    script = ("set terminal %s noenhanced\n"
+              "set output 'cleaner_pct_vs_multiplier.png'\n"
               "set key outside right\nset grid\n"
               "set title 'bgw_jit cleaner_pct vs lru_multiplier (smoothing "
               "16, maxpages 1000; medians)'\nset xlabel 'bgw_jit.lru_multiplier'"
               "\nset ylabel 'cleaner_pct'\nset xrange [0.5:3.5]\n"
-              "set yrange [*:100.5]\nplot %s\n" % (term, ", ".join(plots)))
+              "set offsets 0, 0, graph 0.1, graph 0.1\nplot %s\n" % (term, ", ".join(plots)))
     return "cleaner_pct_vs_multiplier.png" if run_gnuplot(
         outdir, "cleaner_pct_vs_multiplier", script, problems) else None
 
@@ -1119,7 +1161,8 @@ def step_plot(outdir, term, steps, problems):
     return series_plot(outdir, term, "step_clean_rate",
                        "load step after idling: buffers cleaned per second "
                        "(0.5 s trailing rate, first round)",
-                       "buffers cleaned / s", blocks, problems)
+                       "buffers cleaned / s", blocks, problems,
+                       xrange="-1:12")
 
 
 COMMANDS = {"configs": (cmd_configs, 2), "config-lines": (cmd_config_lines, 2),

@@ -62,6 +62,10 @@ ALTER SYSTEM SET bgw_jit.scan_whole_pool_seconds = 0;
 ALTER SYSTEM SET bgw_jit.scan_whole_pool_seconds = 3601;
 ALTER SYSTEM SET bgw_jit.history_size = -1;
 ALTER SYSTEM SET bgw_jit.enabled = 'maybe';
+ALTER SYSTEM SET bgw_jit.strategy = 'clock';
+ALTER SYSTEM SET bgw_jit.lru_percent = 100.5;
+ALTER SYSTEM SET bgw_jit.all_percent = -1;
+ALTER SYSTEM SET bgw_jit.all_maxpages = -1;
 SET bgw_jit.delay = 100;
 SET bgw_jit.no_such_setting = 1;
 SHOW bgw_jit.delay;
@@ -71,7 +75,12 @@ ALTER SYSTEM SET bgw_jit.delay = '10s';
 ALTER SYSTEM SET bgw_jit.lru_maxpages = 1073741823;
 ALTER SYSTEM SET bgw_jit.lru_multiplier = 0;
 ALTER SYSTEM SET bgw_jit.lru_multiplier = 10;
+ALTER SYSTEM SET bgw_jit.strategy = 'jit+all';
+ALTER SYSTEM SET bgw_jit.strategy = 'lap';
+ALTER SYSTEM SET bgw_jit.lru_percent = 100;
+ALTER SYSTEM SET bgw_jit.all_percent = 0;
 ALTER SYSTEM RESET ALL;
+SELECT strategy FROM bgw_jit_stats;
 
 --
 -- The estimator, replayed with hand-computed figures.  nbuffers = 4096,
