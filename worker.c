@@ -303,6 +303,7 @@ clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 	bool		lap = (bgw_jit_strategy == BGW_JIT_STRATEGY_LAP);
 	int			bufs_to_lap;
 	int			num_to_scan;
+	int			scan_limit;
 	int			reusable_buffers;
 
 	/*
@@ -350,6 +351,7 @@ clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 	if (lap)
 		num_to_scan = Min(num_to_scan,
 						  (int) ceil(NBuffers * bgw_jit_lru_percent / 100.0));
+	scan_limit = num_to_scan;
 	reusable_buffers = est.reusable_buffers_est;
 	while (num_to_scan > 0 &&
 		   (lap || reusable_buffers < est.upcoming_alloc_est))
@@ -383,7 +385,7 @@ clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 			CHECK_FOR_INTERRUPTS();
 	}
 
-	e->scanned = bufs_to_lap - num_to_scan;
+	e->scanned = scan_limit - num_to_scan;
 	e->reusable_found = reusable_buffers - est.reusable_buffers_est;
 	jit_refine_density(&jit_state, &params, e->scanned, e->reusable_found);
 
