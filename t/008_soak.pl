@@ -44,9 +44,11 @@ my $counter_sql = 'SELECT ' . join(', ', @counters) . ' FROM bgw_jit_stats';
 
 # Settings to cycle through, one change every 3 s.
 my @changes = (
-	'bgw_jit.lru_multiplier = 1.0', 'bgw_jit.delay = 10ms',
+	"bgw_jit.strategy = 'lap'", 'bgw_jit.lru_multiplier = 1.0',
+	'bgw_jit.delay = 10ms', "bgw_jit.strategy = 'jit+all'",
 	'bgw_jit.lru_maxpages = 1000', 'bgw_jit.enabled = off',
 	'bgw_jit.lru_multiplier = 8.0', 'bgw_jit.enabled = on',
+	"bgw_jit.strategy = 'jit'", 'bgw_jit.all_maxpages = 100',
 	'bgw_jit.smoothing_samples = 1', 'bgw_jit.delay = 200ms',
 	'bgw_jit.lru_maxpages = 50', 'bgw_jit.smoothing_samples = 320',
 	'bgw_jit.lru_multiplier = 2.0', 'bgw_jit.delay = 50ms',
