@@ -38,7 +38,8 @@ sub memory_kb
 	return \%kb;
 }
 
-my @counters = qw(cycles buf_clean buf_alloc buffers_scanned
+my @counters = qw(cycles buf_clean buf_all_clean buf_clean_useful
+  buf_clean_wasted buf_alloc buffers_scanned
   maxwritten_clean laps hibernations);
 my $counter_sql = 'SELECT ' . join(', ', @counters) . ' FROM bgw_jit_stats';
 
