@@ -115,13 +115,16 @@ alloc_tracker_init(AllocTracker *tracker)
 /*
  * Allocations to credit to this cycle, given the shared counter's current
  * value 'reported' and the clock hand's cumulative position 'hand'.
+ * *reported_delta is set to how much the counter rose since the last call.
  */
 uint32
-alloc_tracker_step(AllocTracker *tracker, uint64 reported, uint64 hand)
+alloc_tracker_step(AllocTracker *tracker, uint64 reported, uint64 hand,
+				   int64 *reported_delta)
 {
 	double		truth;
 	double		owed;
 
+	*reported_delta = 0;
 	if (!tracker->valid)
 	{
 		tracker->valid = true;
@@ -142,6 +145,8 @@ alloc_tracker_step(AllocTracker *tracker, uint64 reported, uint64 hand)
 	{
 		uint64		counted = reported - tracker->reported;
 		uint64		moved = hand - tracker->hand_at_report;
+
+		*reported_delta = (int64) counted;
 
 		/*
 		 * Each clock-sweep allocation moves the hand at least once; fewer

@@ -69,6 +69,6 @@ typedef struct AllocTracker
 
 extern void alloc_tracker_init(AllocTracker *tracker);
 extern uint32 alloc_tracker_step(AllocTracker *tracker, uint64 reported,
-								 uint64 hand);
+								 uint64 hand, int64 *reported_delta);
 
 #endif							/* BGW_JIT_ESTIMATOR_H */

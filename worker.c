@@ -69,9 +69,6 @@ static uint32 next_passes;
 
 static int	all_next_to_clean = 0;	/* the all-buffers scan's position */
 
-static bool shared_alloc_valid = false;
-static uint64 prev_shared_alloc;	/* pg_stat_bgwriter.buffers_alloc seen */
-
 static JitState jit_state;
 static AllocTracker alloc_tracker;
 static WritebackContext wb_context;
@@ -217,7 +214,6 @@ run_cycle(CycleResult *result)
 	uint32		strategy_passes;
 	int64		strategy_delta = 0;
 	uint32		recent_alloc;
-	uint64		shared_alloc;
 	uint64		backend_writes;
 	bool		can_idle;
 
@@ -238,15 +234,10 @@ run_cycle(CycleResult *result)
 	hand_valid = true;
 	hand_position += strategy_delta;
 
-	shared_alloc = compat_shared_buf_alloc();
-	recent_alloc = alloc_tracker_step(&alloc_tracker, shared_alloc,
-									  hand_position);
-	/* what reached the shared counter this cycle: the lagged truth */
-	if (shared_alloc_valid)
-		result->entry.alloc_reported = (shared_alloc >= prev_shared_alloc) ?
-			shared_alloc - prev_shared_alloc : shared_alloc;
-	prev_shared_alloc = shared_alloc;
-	shared_alloc_valid = true;
+	recent_alloc = alloc_tracker_step(&alloc_tracker,
+									  compat_shared_buf_alloc(),
+									  hand_position,
+									  &result->entry.alloc_reported);
 	backend_writes = compat_shared_backend_writes();
 
 	result->strategy_buf_id = strategy_buf_id;
