@@ -25,6 +25,7 @@
 #include "utils/timestamp.h"
 
 #include "bgw_jit.h"
+#include "compat.h"
 #include "estimator.h"
 
 PG_MODULE_MAGIC;
@@ -299,9 +300,16 @@ void
 bgw_jit_reset_counters(void)
 {
 	BgwJitShared *s = bgw_jit_shared;
+	uint64		backend_writes;
+
+	/* backend writes absorbed so far belong to the old period */
+	pgstat_clear_snapshot();
+	backend_writes = compat_shared_backend_writes();
 
 	LWLockAcquire(s->lock, LW_EXCLUSIVE);
 	memset(&s->counters, 0, sizeof(s->counters));
+	s->backend_seen = backend_writes;
+	s->backend_seen_valid = true;
 	s->history_count = 0;
 	s->stats_reset = GetCurrentTimestamp();
 	LWLockRelease(s->lock);

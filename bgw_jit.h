@@ -56,6 +56,7 @@ typedef struct BgwJitCounters
 	uint64		buf_clean_wasted;	/* writes later found wasted */
 	uint64		buf_alloc;		/* allocations credited to cycles */
 	uint64		backend_writes; /* increase of pg_stat_bgwriter.buffers_backend */
+	uint64		own_writes_absorbed;	/* our writes already in that increase */
 	uint64		maxwritten_clean;
 	uint64		laps;
 	uint64		hibernations;

@@ -20,7 +20,6 @@
 #include "utils/timestamp.h"
 
 #include "bgw_jit.h"
-#include "compat.h"
 #include "estimator.h"
 
 PG_FUNCTION_INFO_V1(bgw_jit_stats);
@@ -47,9 +46,6 @@ bgw_jit_stats(PG_FUNCTION_ARGS)
 {
 	BgwJitShared *s;
 	BgwJitShared snap;
-	uint64		backend_now;
-	uint64		backend_total;
-	uint64		own_writes;
 	uint64		buf_backend;
 	TupleDesc	tupdesc;
 	Datum		values[STATS_COLS];
@@ -62,22 +58,13 @@ bgw_jit_stats(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
-	backend_now = compat_shared_backend_writes();
-
 	LWLockAcquire(s->lock, LW_SHARED);
 	memcpy(&snap, s, offsetof(BgwJitShared, history));
 	LWLockRelease(s->lock);
 
-	/*
-	 * Backend writes the worker has not folded in yet, then take away the
-	 * worker's own writes, which core counts as backend writes too.
-	 */
-	backend_total = snap.counters.backend_writes;
-	if (snap.backend_seen_valid)
-		backend_total += (backend_now >= snap.backend_seen) ?
-			backend_now - snap.backend_seen : backend_now;
-	own_writes = snap.counters.buf_clean + snap.counters.buf_all_clean;
-	buf_backend = (backend_total > own_writes) ? backend_total - own_writes : 0;
+	/* core counts our writes as backend writes: take away those it has */
+	buf_backend = (snap.counters.backend_writes > snap.counters.own_writes_absorbed) ?
+		snap.counters.backend_writes - snap.counters.own_writes_absorbed : 0;
 
 	memset(nulls, 0, sizeof(nulls));
 	values[i++] = CStringGetTextDatum(bgw_jit_strategy_name(snap.strategy));

@@ -424,10 +424,20 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
 	s->counters.buf_alloc += e->recent_alloc;
 	s->counters.hibernations += result->entered_hibernation ? 1 : 0;
 
-	/* buffers_backend going backwards means pg_stat_reset_shared() ran */
-	if (s->backend_seen_valid)
-		s->counters.backend_writes += (backend_writes >= s->backend_seen) ?
+	/*
+	 * buffers_backend rises when the checkpointer absorbs its queue, and
+	 * then includes every write we did before this cycle began: pair the
+	 * rise with our writes so far, so that buf_backend can exclude them
+	 * without subtracting writes not yet absorbed.  Going backwards means
+	 * pg_stat_reset_shared() ran.
+	 */
+	if (s->backend_seen_valid && backend_writes != s->backend_seen)
+	{
+		s->counters.backend_writes += (backend_writes > s->backend_seen) ?
 			backend_writes - s->backend_seen : backend_writes;
+		s->counters.own_writes_absorbed = s->counters.buf_clean +
+			s->counters.buf_all_clean;
+	}
 	s->backend_seen = backend_writes;
 	s->backend_seen_valid = true;
 

@@ -21,7 +21,6 @@ import glob
 import math
 import os
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -343,18 +342,18 @@ def read_history(rawdir):
 
 
 def end_counters(jit, reload_, final):
-    """The counters at the end of a run, all as of the settling reload.
+    """The counters at the end of a run.
 
-    reload.csv holds the write counters read in the reload's statement;
-    final.csv buffers_backend read after the checkpointer absorbed the
-    backends' counts, which covers the writes up to the reload, and the
-    allocation counts, which stopped with the load and have then been
-    reported (the built-in writer's, ~200 ms late) and credited (bgw_jit's,
-    one more cycle late).  For
-    bgw_jit, backend writes are that minus the worker's own writes up to
-    the reload: bgw_jit_stats.buf_backend's formula, evaluated at one
-    moment.  The view's own buf_backend, read after the wait, is kept as
-    jit_buf_backend_view.
+    reload.csv holds the write counters, read in the statement that sends
+    the settling reload; final.csv holds buffers_backend, read after the
+    checkpointer absorbed the backends' counts, so covering the writes up
+    to the reload, and the allocation counts, which stopped with the load
+    and by then have been reported (the built-in writer's, ~200 ms late)
+    and credited (bgw_jit's, one cycle later).  For bgw_jit, backend writes
+    are that buffers_backend minus the worker's own writes (LRU and
+    all-buffers scans) up to the reload: bgw_jit_stats.buf_backend's
+    formula, evaluated at one moment.  The view's own buf_backend, read
+    after the wait, is kept as jit_buf_backend_view.
     """
     r = {k: num(v) for k, v in reload_.items()}
     f = {k: num(v) for k, v in final.items()}
@@ -366,13 +365,17 @@ def end_counters(jit, reload_, final):
     if f.get("accounts_bytes") is not None:
         out["accounts_mb"] = f["accounts_bytes"] / 2 ** 20
     if jit:
-        for k in ("buf_clean", "maxwritten_clean", "cycles", "laps"):
+        for k in ("buf_clean", "buf_all_clean", "buf_clean_useful",
+                  "buf_clean_wasted", "maxwritten_clean", "cycles", "laps"):
             out["jit_" + k] = r.get("jit_" + k)
         out["jit_buf_alloc"] = f.get("jit_buf_alloc")
         out["jit_buf_backend_view"] = f.get("jit_buf_backend_view")
-        if None not in (f.get("buffers_backend"), r.get("jit_buf_clean")):
-            out["jit_buf_backend"] = max(
-                0, f["buffers_backend"] - r["jit_buf_clean"])
+        own = (r.get("jit_buf_clean"), r.get("jit_buf_all_clean"))
+        if f.get("buffers_backend") is not None and None not in own:
+            out["jit_buf_backend"] = max(0, f["buffers_backend"] - sum(own))
+        u, w = r.get("jit_buf_clean_useful"), r.get("jit_buf_clean_wasted")
+        if u is not None and w is not None and u + w > 0:
+            out["useful_pct"] = 100.0 * u / (u + w)
     return out
 
 
@@ -380,13 +383,15 @@ def cleaner_settings(meta, settings):
     """Which cleaner ran and with what settings, as the server reported."""
     if meta.get("jit_loaded") == "1":
         return {"cleaner": "bgw_jit",
+                "strategy": settings.get("bgw_jit.strategy") or "jit",
                 "multiplier": num(settings.get("bgw_jit.lru_multiplier")),
                 "delay_ms": num(settings.get("bgw_jit.delay")),
                 "maxpages": num(settings.get("bgw_jit.lru_maxpages")),
                 "smoothing": num(settings.get("bgw_jit.smoothing_samples")),
                 "history_size": num(settings.get("bgw_jit.history_size"))}
     maxpages = num(settings.get("bgwriter_lru_maxpages"))
-    return {"cleaner": "builtin" if maxpages and maxpages > 0 else "none",
+    cleaner = "builtin" if maxpages and maxpages > 0 else "none"
+    return {"cleaner": cleaner, "strategy": cleaner,
             "multiplier": num(settings.get("bgwriter_lru_multiplier")),
             "delay_ms": num(settings.get("bgwriter_delay")),
             "maxpages": maxpages, "smoothing": 16, "history_size": None}
@@ -397,15 +402,16 @@ def cleaner_settings(meta, settings):
 
 RESULT_COLS = [
     "run_id", "config", "info", "round", "clients", "scale", "duration_s",
-    "checkpoints", "cleaner", "multiplier", "delay_ms", "maxpages",
+    "checkpoints", "cleaner", "strategy", "multiplier", "delay_ms", "maxpages",
     "smoothing", "history_size",
     "tps", "xacts", "failed_xacts", "lat_mean_ms", "lat_p50_ms", "lat_p99_ms",
     "buf_clean", "buf_backend", "buf_alloc", "maxwritten_clean",
-    "buffers_checkpoint", "cleaner_pct", "total_writes",
+    "buffers_checkpoint", "buf_all_clean", "cleaner_pct", "total_writes",
     "writes_per_xact", "total_vs_nobgw_same_round",
     "stat_buffers_clean", "stat_buffers_backend", "stat_buffers_alloc",
     "stat_maxwritten_clean",
     "jit_buf_clean", "jit_buf_backend", "jit_buf_alloc",
+    "jit_buf_clean_useful", "jit_buf_clean_wasted", "useful_pct",
     "jit_alloc_vs_stat_pct", "jit_buf_backend_view", "jit_cycles",
     "jit_laps", "jit_cycle_cpu_s_per_s",
     "cleaner_cpu_s_per_s", "bgwriter_cpu_s_per_s", "jit_cpu_s_per_s",
@@ -457,6 +463,7 @@ def cmd_run_figures(args):
         row["buf_backend"] = row.get("jit_buf_backend")
         row["buf_alloc"] = row["jit_buf_alloc"]
         row["maxwritten_clean"] = row["jit_maxwritten_clean"]
+        row["buf_all_clean"] = row["jit_buf_all_clean"]
         if row["jit_buf_alloc"] is not None and row["stat_buffers_alloc"]:
             row["jit_alloc_vs_stat_pct"] = 100.0 * (
                 row["jit_buf_alloc"] - row["stat_buffers_alloc"]
@@ -466,12 +473,14 @@ def cmd_run_figures(args):
         row["buf_backend"] = row["stat_buffers_backend"]
         row["buf_alloc"] = row["stat_buffers_alloc"]
         row["maxwritten_clean"] = row["stat_maxwritten_clean"]
+        row["buf_all_clean"] = 0
     c, b = row["buf_clean"], row["buf_backend"]
     if c is not None and b is not None:
         if c + b > 0:
             row["cleaner_pct"] = 100.0 * c / (c + b)
-        if row["buffers_checkpoint"] is not None:
-            row["total_writes"] = c + b + row["buffers_checkpoint"]
+        if None not in (row["buffers_checkpoint"], row["buf_all_clean"]):
+            row["total_writes"] = (c + b + row["buffers_checkpoint"] +
+                                   row["buf_all_clean"])
             if pb["xacts"]:
                 row["writes_per_xact"] = row["total_writes"] / pb["xacts"]
 
@@ -553,8 +562,9 @@ def write_series(rawdir, outdir, run_id, t0, jit):
 
 STEP_COLS = ["run_id", "config", "info", "round", "cleaner", "multiplier",
              "delay_ms", "idle_s", "tps",
-             "at_1_s", "backend_1", "at_2_s", "backend_2", "at_5_s",
-             "backend_5", "backend_total", "clean_total", "first_clean_s",
+             "at_1_s", "backend_1_lo", "backend_1", "at_2_s", "backend_2_lo",
+             "backend_2", "at_5_s", "backend_5_lo", "backend_5", "absorb_ms",
+             "backend_total", "clean_total", "first_clean_s",
              "react90_s", "steady_clean_per_s", "jit_first_active_s",
              "ok", "problems"]
 
@@ -577,26 +587,28 @@ def cmd_step_figures(args):
     if t0 is None:
         problems.append("no per-transaction log")
 
-    # marks.csv: "reload,W,t,t,jit_buf_clean" (the 4th field is
-    # pg_reload_conf()'s result), then "read,W,t,buffers_backend"
-    reloads, reads = {}, {}
+    # marks.csv: mark,W,t_absorb,own_before,own_after,backend,absorb_ms
+    # (bench_mark() in bench/run); own_* are empty without bgw_jit
     path = os.path.join(rawdir, "marks.csv")
+    marks = {}
     if os.path.exists(path):
         for line in open(path):
             p = line.strip().split(",")
-            if len(p) == 5 and p[0] == "reload":
-                reloads[p[1]] = (num(p[2]), num(p[4]))
-            elif len(p) == 4 and p[0] == "read":
-                reads[p[1]] = (num(p[2]), num(p[3]))
+            if len(p) == 7 and p[0] == "mark":
+                marks[p[1]] = [num(x) for x in p[2:]]
+    absorb = []
     for w in ("1", "2", "5"):
-        if w in reloads and w in reads and t0 is not None:
-            t, jit_clean = reloads[w]
-            backend = reads[w][1]
+        if w in marks and t0 is not None:
+            t, before, after, backend, ms = marks[w]
             row["at_%s_s" % w] = t - t0
             if backend is not None:
-                row["backend_" + w] = backend - (jit_clean or 0)
+                row["backend_" + w] = backend - (before or 0)
+                row["backend_%s_lo" % w] = backend - (after or 0)
+            absorb.append(ms)
         if row.get("backend_" + w) is None:
             problems.append("no backend count at ~%s s" % w)
+    if absorb:
+        row["absorb_ms"] = sum(absorb) / len(absorb)
 
     end = end_counters(
         jit, read_psql_csv(os.path.join(rawdir, "reload.csv")),
@@ -633,10 +645,13 @@ def cmd_step_figures(args):
     row["ok"] = 0 if problems else 1
     row["problems"] = "; ".join(problems)
     append_row(os.path.join(outdir, "step.csv"), STEP_COLS, row)
-    print("  step %-16s r=%s  backend writes by ~1/2/5 s: %s/%s/%s  "
+    def rng(w):
+        lo, hi = row.get("backend_%s_lo" % w), row.get("backend_" + w)
+        return fmt(hi) if lo is None or hi is None or round(lo) == round(hi) \
+            else "%s-%s" % (fmt(lo), fmt(hi))
+    print("  step %-16s r=%s  backend writes by ~1/2/5 s: %s / %s / %s  "
           "first clean %s s  90%% of steady at %s s%s" % (
-              row["config"], row["round"], fmt(row.get("backend_1")),
-              fmt(row.get("backend_2")), fmt(row.get("backend_5")),
+              row["config"], row["round"], rng("1"), rng("2"), rng("5"),
               fmt(row.get("first_clean_s"), 2), fmt(row.get("react90_s"), 2),
               "" if row["ok"] else "  FAILED: " + row["problems"]))
 
@@ -864,15 +879,20 @@ def cmd_report(args):
         L.append("## Side by side, per client count")
         L.append("")
         L.append("Median over rounds, [min–max] for tps. *writes vs nobgw*: "
-                 "median total writes (clean + backend + checkpoint) over "
+                 "median total writes (clean + backend + checkpoint, + bgw_jit's "
+                 "all-buffers scan under `jit+all`) over "
                  "nobgw's median at the same client count: the cost of "
                  "cleaning (seed 001's \"75% more buffers\" is 1.75); *per xact*: "
                  "the same with writes per transaction, which discounts a "
-                 "difference in tps. "
+                 "difference in tps. *useful %*: bgw_jit's judgement of its own "
+                 "LRU writes (`useful_pct`: the page was later evicted clean "
+                 "rather than re-dirtied; writes not yet judged are left "
+                 "out). "
                  "*cleaner CPU*: CPU seconds per second of run of the "
                  "cleaning process (bgw_jit's worker, else the built-in "
                  "writer).")
         L.append("")
+        all_scan = any(num(r.get("buf_all_clean")) for r in rows)
         for c in clients:
             t = []
             for cfg in configs:
@@ -880,8 +900,9 @@ def cmd_report(args):
                 if not rs:
                     continue
                 lo, hi = span(rs, "tps")
+                extra = [fmt(med(rs, "buf_all_clean"))] if all_scan else []
                 tw = med(rs, "total_writes")
-                t.append((cfg, "%s [%s–%s]" % (fmt(med(rs, "tps")), fmt(lo),
+                t.append([cfg, "%s [%s–%s]" % (fmt(med(rs, "tps")), fmt(lo),
                                                fmt(hi)),
                           fmt(med(rs, "lat_mean_ms"), 3),
                           fmt(med(rs, "lat_p99_ms"), 3),
@@ -889,18 +910,20 @@ def cmd_report(args):
                           fmt(tw),
                           ratio(tw, nobgw.get(c)),
                           ratio(med(rs, "writes_per_xact"), nobgw_px.get(c)),
-                          fmt(med(rs, "buffers_checkpoint")),
+                          fmt(med(rs, "buffers_checkpoint"))] + extra + [
+                          fmt(med(rs, "useful_pct"), 1),
                           fmt(med(rs, "maxwritten_clean")),
                           fmt(med(rs, "cleaner_cpu_s_per_s"), 3),
-                          str(len(rs))))
+                          str(len(rs))])
             L.append("### %d client%s" % (c, "" if c == 1 else "s"))
             L.append("")
-            L.append(md_table(("config", "tps", "lat mean ms", "p99 ms",
+            L.append(md_table(["config", "tps", "lat mean ms", "p99 ms",
                                "cleaner_pct", "total writes",
                                "writes vs nobgw", "per xact vs nobgw",
-                               "ckpt writes",
-                               "maxwritten_clean", "cleaner CPU s/s",
-                               "rounds"), t))
+                               "ckpt writes"] +
+                              (["all-scan writes"] if all_scan else []) +
+                              ["useful %", "maxwritten_clean",
+                               "cleaner CPU s/s", "rounds"], t))
             L.append("")
         L += alloc_section(rows, configs, groups, clients)
         L += accuracy_section(rows, configs, groups, clients)
@@ -965,17 +988,21 @@ HOW_MEASURED = """\
 How the figures are measured (identically for every configuration):
 a CHECKPOINT, a reload and 1.5 s of settling, then
 `pg_stat_reset_shared('bgwriter')` and `bgw_jit_reset()`; pgbench with
-seed 001's update-only script (`-n -c C -j C -T D -P 1 -l`); then
-`pg_reload_conf()` and 1.5 s so the checkpointer folds the backends' write
-counts into `buffers_backend`, and one read of the counters.
-buf_clean/buf_backend/buf_alloc/maxwritten_clean come from `bgw_jit_stats`
-when bgw_jit ran (its buf_backend excludes the worker's own writes), else
-from `pg_stat_bgwriter`; checkpoint writes from `buffers_checkpoint`;
+seed 001's update-only script (`-n -c C -j C -T D -P 1 -l`). At its end one
+statement reads the cleaners' counters and sends `pg_reload_conf()`, which
+makes the checkpointer fold the backends' write counts into
+`buffers_backend`; 1.5 s later `buffers_backend` and the allocation counts
+are read. buf_clean/buf_alloc/maxwritten_clean come from `bgw_jit_stats`
+when bgw_jit ran, else from `pg_stat_bgwriter`; buf_backend is
+`buffers_backend`, minus bgw_jit's own writes up to the reload when it ran
+(the view's formula, taken at one moment: see below); checkpoint writes
+are `buffers_checkpoint` (completed checkpoints only);
 `cleaner_pct = 100 * buf_clean / (buf_clean + buf_backend)`. tps is
-pgbench's (without connection time); latency mean and p99 from the
-per-transaction log. Cleaner CPU from `/proc/PID/stat` (utime + stime)
-read just before and just after pgbench. Every run's figures are in
-`results.csv`, its per-second series in `series/`.
+pgbench's (without connection time); latency mean and p99 come from the
+per-transaction log. Cleaner CPU: `/proc/PID/stat` utime + stime of the
+bgw_jit worker, else of the built-in writer, just before and just after
+pgbench. Every run's figures are in `results.csv`, its series in `series/`,
+its raw reads in `raw/`.
 """
 
 
@@ -1084,16 +1111,24 @@ def step_section(steps):
             return "%s [%s–%s]" % (fmt(m, d), fmt(lo, d), fmt(hi, d))
         return fmt(m, d)
 
+    def bounds(rs, w):
+        lo, hi = med(rs, "backend_%s_lo" % w), med(rs, "backend_" + w)
+        if lo is None or hi is None or round(lo) == round(hi):
+            return fmt(hi)
+        return "%s–%s" % (fmt(lo), fmt(hi))
+
     t, at = [], {w: [] for w in "125"}
     for cfg, rs in groups.items():
         for w in "125":
             at[w] += [num(r.get("at_%s_s" % w)) for r in rs]
-        t.append((cfg, rs[0]["info"], cell(rs, "backend_1"),
-                  cell(rs, "backend_2"), cell(rs, "backend_5"),
+        t.append((cfg, rs[0]["info"], bounds(rs, "1"), bounds(rs, "2"),
+                  bounds(rs, "5"),
                   cell(rs, "backend_total"), cell(rs, "first_clean_s", 2),
                   cell(rs, "react90_s", 2),
                   cell(rs, "steady_clean_per_s"),
                   cell(rs, "jit_first_active_s", 2), str(len(rs))))
+    ab = [num(r.get("absorb_ms")) for r in steps if num(r.get("absorb_ms"))]
+    mean_absorb = sum(ab) / len(ab) if ab else float("nan")
     mean_at = {w: (sum(x for x in v if x is not None) /
                    max(1, len([x for x in v if x is not None])))
                for w, v in at.items()}
@@ -1102,12 +1137,16 @@ def step_section(steps):
             "bgw_jit's 1 s idle back-off and core's hibernation), counters "
             "were reset, then 2 clients ran the update load for 10 s. Time 0 "
             "is the first transaction's start (per-transaction log). Backend "
-            "writes by time t: a `pg_reload_conf()` at t makes the "
-            "checkpointer absorb the backends' write counts; "
-            "`buffers_backend` read 50 ms later, minus bgw_jit's `buf_clean` "
-            "read at the reload (core counts the worker's writes as backend "
-            "writes; the worker's writes between that read and the absorb, "
-            "a few ms, are counted as backend writes). Mean actual t: %.2f s, %.2f s, %.2f s. The cleaner's "
+            "writes by time t: at t a `pg_reload_conf()` makes the "
+            "checkpointer absorb the backends' write counts, and "
+            "`buffers_backend` is polled every millisecond until the absorb "
+            "shows (mean %.1f ms); bgw_jit's own writes, which core counts "
+            "as backend writes, are read before the reload and, after the "
+            "absorb, once the worker's cycle running at the absorb has been "
+            "published (it publishes at the end of a cycle); subtracting "
+            "them bounds the backends' writes (lo–hi: the worker's writes "
+            "during the absorb's latency and that cycle). "
+            "Mean actual t: %.2f s, %.2f s, %.2f s. The cleaner's "
             "counter (`bgw_jit_stats.buf_clean` or "
             "`pg_stat_bgwriter.buffers_clean`) was sampled every 100 ms: "
             "*first clean* is the first sample after 0 where it rose (after a "
@@ -1119,7 +1158,7 @@ def step_section(steps):
             "history cycle after 0 that counted allocations (the idle "
             "back-off's delay). Medians [min–max] over rounds."
             % (groups and list(groups.values())[0][0].get("idle_s"),
-               mean_at["1"], mean_at["2"], mean_at["5"]), "",
+               mean_absorb, mean_at["1"], mean_at["2"], mean_at["5"]), "",
             md_table(("config", "info", "backend writes by ~1 s", "~2 s",
                       "~5 s", "whole 10 s", "first clean s", "90% at s",
                       "steady cleaned/s", "worker active s", "rounds"), t),
@@ -1132,7 +1171,7 @@ def grid_plot(outdir, term, rows, configs, groups, clients, problems):
     pts = {}
     for (cfg, c), rs in groups.items():
         r0 = rs[0]
-        if r0["cleaner"] != "bgw_jit" or num(r0["smoothing"]) != 16 \
+        if r0["strategy"] != "jit" or num(r0["smoothing"]) != 16 \
                 or (num(r0["maxpages"]) or 0) < 1000:
             continue
         pts.setdefault((num(r0["delay_ms"]), c), []).append(
