@@ -44,6 +44,7 @@ int			bgw_jit_strategy = BGW_JIT_STRATEGY_JIT;
 double		bgw_jit_lru_percent = 10.0;
 double		bgw_jit_all_percent = 0.333;
 int			bgw_jit_all_maxpages = 5;
+int			bgw_jit_flush_after = -1;
 #ifdef BGW_JIT_FAULT_INJECTION
 bool		bgw_jit_inject_error = false;
 #endif
@@ -181,6 +182,15 @@ define_settings(void)
 							5, 0, INT_MAX / 2,
 							PGC_SIGHUP,
 							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bgw_jit.flush_after",
+							"Number of pages the worker writes before asking the kernel to write them back.",
+							"-1 uses bgwriter_flush_after; 0 disables forced writeback.",
+							&bgw_jit_flush_after,
+							-1, -1, WRITEBACK_MAX_PENDING_FLUSHES,
+							PGC_SIGHUP,
+							GUC_UNIT_BLOCKS,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("bgw_jit.history_size",

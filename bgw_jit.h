@@ -103,6 +103,7 @@ extern int	bgw_jit_strategy;
 extern double bgw_jit_lru_percent;
 extern double bgw_jit_all_percent;
 extern int	bgw_jit_all_maxpages;
+extern int	bgw_jit_flush_after;
 #ifdef BGW_JIT_FAULT_INJECTION
 extern bool bgw_jit_inject_error;
 #endif

@@ -72,6 +72,7 @@ static int	all_next_to_clean = 0;	/* the all-buffers scan's position */
 static JitState jit_state;
 static AllocTracker alloc_tracker;
 static WritebackContext wb_context;
+static int	flush_after;		/* bgw_jit.flush_after, -1 resolved */
 
 static int	idle_sleep_ms = 0;	/* 0 while not idle */
 
@@ -150,7 +151,8 @@ bgw_jit_main(Datum main_arg)
 
 	jit_state_init(&jit_state);
 	alloc_tracker_init(&alloc_tracker);
-	WritebackContextInit(&wb_context, &bgwriter_flush_after);
+	flush_after = 0;
+	WritebackContextInit(&wb_context, &flush_after);
 
 	ereport(LOG, (errmsg("bgw_jit worker started")));
 	warn_if_builtin_cleaner();
@@ -173,6 +175,9 @@ bgw_jit_main(Datum main_arg)
 		/* Don't keep files of dropped relations open across checkpoints. */
 		if (FirstCallSinceLastCheckpoint())
 			smgrcloseall();
+
+		flush_after = (bgw_jit_flush_after >= 0) ? bgw_jit_flush_after :
+			bgwriter_flush_after;
 
 		oldcontext = MemoryContextSwitchTo(cycle_context);
 		run_cycle(&result);

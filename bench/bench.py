@@ -945,24 +945,30 @@ def cmd_report(args):
     if rows:
         round1 = sorted({r["round"] for r in rows})[0]
         ends = sorted({clients[-1], clients[0]}, reverse=True)
+        ckpt = ("; checkpoints every 30 s" if meta.get("checkpoints") == "1"
+                else "")
+        # (file name, series, column, title, y label) of the per-second plots
+        plots = [
+            ("tps", "progress", 2, "tps per second (pgbench -P 1%s)" % ckpt,
+             "tps"),
+            ("latency", "progress", 3,
+             "mean latency per second (pgbench -P 1%s)" % ckpt, "ms"),
+            ("backend_writes", "counters", 10,
+             "backend writes per second (5 s moving average: the count "
+             "arrives in lumps)", "buffers written by backends / s"),
+        ]
         for c in ends:
-            blocks = [(cfg, os.path.join(outdir, "series", "%s_c%d_r%s_progress.csv"
-                                         % (cfg, c, round1)), 1, 2)
-                      for cfg in configs if (cfg, c) in groups]
-            pngs.append(series_plot(
-                outdir, term, "tps_c%d" % c,
-                "tps per second, %d client%s (round %s, pgbench -P 1)"
-                % (c, "" if c == 1 else "s", round1), "tps", blocks,
-                problems))
-            blocks = [(cfg, os.path.join(outdir, "series", "%s_c%d_r%s_counters.csv"
-                                         % (cfg, c, round1)), 1, 10)
-                      for cfg in configs if (cfg, c) in groups]
-            pngs.append(series_plot(
-                outdir, term, "backend_writes_c%d" % c,
-                "backend writes per second, %d client%s (round %s; 5 s "
-                "moving average: the count arrives in lumps)"
-                % (c, "" if c == 1 else "s", round1),
-                "buffers written by backends / s", blocks, problems))
+            for name, series, col, title, ylabel in plots:
+                blocks = [(cfg, os.path.join(outdir, "series",
+                                             "%s_c%d_r%s_%s.csv"
+                                             % (cfg, c, round1, series)),
+                           1, col)
+                          for cfg in configs if (cfg, c) in groups]
+                pngs.append(series_plot(
+                    outdir, term, "%s_c%d" % (name, c),
+                    "%s, %d client%s, round %s"
+                    % (title, c, "" if c == 1 else "s", round1),
+                    ylabel, blocks, problems))
         pngs.append(grid_plot(outdir, term, rows, configs, groups, clients,
                               problems))
     if steps:

@@ -66,6 +66,8 @@ ALTER SYSTEM SET bgw_jit.strategy = 'clock';
 ALTER SYSTEM SET bgw_jit.lru_percent = 100.5;
 ALTER SYSTEM SET bgw_jit.all_percent = -1;
 ALTER SYSTEM SET bgw_jit.all_maxpages = -1;
+ALTER SYSTEM SET bgw_jit.flush_after = -2;
+ALTER SYSTEM SET bgw_jit.flush_after = 257;
 SET bgw_jit.delay = 100;
 SET bgw_jit.no_such_setting = 1;
 SHOW bgw_jit.delay;
@@ -79,6 +81,8 @@ ALTER SYSTEM SET bgw_jit.strategy = 'jit+all';
 ALTER SYSTEM SET bgw_jit.strategy = 'lap';
 ALTER SYSTEM SET bgw_jit.lru_percent = 100;
 ALTER SYSTEM SET bgw_jit.all_percent = 0;
+ALTER SYSTEM SET bgw_jit.flush_after = 0;
+ALTER SYSTEM SET bgw_jit.flush_after = '2MB';
 ALTER SYSTEM RESET ALL;
 SELECT strategy FROM bgw_jit_stats;
 
