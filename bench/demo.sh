@@ -15,7 +15,7 @@ seconds=${1:-20}
 clients=${2:-2}
 port=${BGW_JIT_DEMO_PORT:-54329}
 
-bgw_jit_require_packages postgresql-15 postgresql-server-dev-15 make gcc
+bgw_jit_require_packages postgresql-15 postgresql-server-dev-15 make gcc bsdextrautils
 
 work=$(mktemp -d /tmp/bgw_jit_demo.XXXXXX)
 chmod 755 "$work"
