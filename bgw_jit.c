@@ -305,6 +305,23 @@ bgw_jit_check_loaded(void)
 				 errhint("Add bgw_jit to shared_preload_libraries in postgresql.conf and restart the server.")));
 }
 
+/*
+ * The history ring, oldest first, in a palloc'd array; *n cycles.  The
+ * caller holds the lock (or is the postmaster, alone at exit).
+ */
+BgwJitCycle *
+bgw_jit_history_copy(BgwJitShared *s, uint32 *n)
+{
+	uint64		count = Min(s->history_count, (uint64) s->history_size);
+	uint64		first = s->history_count - count;
+	BgwJitCycle *out = palloc(sizeof(BgwJitCycle) * Max(count, 1));
+
+	for (uint64 i = 0; i < count; i++)
+		out[i] = s->history[(first + i) % s->history_size];
+	*n = (uint32) count;
+	return out;
+}
+
 /* Zero the cumulative counters and the history; caller checked privileges. */
 void
 bgw_jit_reset_counters(void)

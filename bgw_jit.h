@@ -114,6 +114,7 @@ extern uint32 *bgw_jit_clean_marks;
 extern const char *bgw_jit_strategy_name(int strategy);
 extern void bgw_jit_check_loaded(void);
 extern void bgw_jit_reset_counters(void);
+extern BgwJitCycle *bgw_jit_history_copy(BgwJitShared *s, uint32 *n);
 
 /* persist.c */
 extern void bgw_jit_stats_load(BgwJitShared *s);

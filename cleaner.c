@@ -85,8 +85,8 @@ resolve_mark(uint32 *mark, BufferDesc *desc, uint32 state)
 /*
  * Examine shared buffer 'buf_id' (0-based) and write it if it is valid,
  * dirty, unpinned and has usage count 0 (any usage count with any_usage).
- * Returns CLEANER_* flags.  The caller must have enlarged
- * CurrentResourceOwner's buffer array.
+ * Returns CLEANER_* flags.  (ReadRecentBuffer makes room in
+ * CurrentResourceOwner for its pin.)
  */
 int
 cleaner_sync_buffer(int buf_id, WritebackContext *wb_context, bool any_usage)

@@ -51,20 +51,6 @@ typedef struct StatsFileBody
 
 static bool clean_shutdown(void);
 
-/* Shared memory's history, oldest first, into a palloc'd array. */
-static BgwJitCycle *
-history_in_order(BgwJitShared *s, uint32 *n)
-{
-	uint64		count = Min(s->history_count, (uint64) s->history_size);
-	uint64		first = s->history_count - count;
-	BgwJitCycle *out = palloc(sizeof(BgwJitCycle) * Max(count, 1));
-
-	for (uint64 i = 0; i < count; i++)
-		out[i] = s->history[(first + i) % s->history_size];
-	*n = (uint32) count;
-	return out;
-}
-
 /*
  * on_shmem_exit callback of the postmaster.  Every other process has
  * exited by now, so no lock is needed.
@@ -87,7 +73,7 @@ bgw_jit_stats_save(int code, Datum arg)
 	body.stats_reset = s->stats_reset;
 	body.backend_seen_valid = s->backend_seen_valid;
 	body.backend_seen = s->backend_seen;
-	cycles = history_in_order(s, &hdr.ncycles);
+	cycles = bgw_jit_history_copy(s, &hdr.ncycles);
 
 	hdr.magic = STATS_MAGIC;
 	hdr.version = STATS_VERSION;

@@ -104,21 +104,16 @@ bgw_jit_history(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	BgwJitShared *s;
 	BgwJitCycle *copy;
-	uint64		first;
-	uint64		count;
-	uint64		n;
+	uint32		count;
+	uint32		n;
 
 	bgw_jit_check_loaded();
 	s = bgw_jit_shared;
 
 	InitMaterializedSRF(fcinfo, 0);
 
-	copy = palloc(sizeof(BgwJitCycle) * Max(s->history_size, 1));
 	LWLockAcquire(s->lock, LW_SHARED);
-	count = Min(s->history_count, (uint64) s->history_size);
-	first = s->history_count - count;
-	for (n = 0; n < count; n++)
-		copy[n] = s->history[(first + n) % s->history_size];
+	copy = bgw_jit_history_copy(s, &count);
 	LWLockRelease(s->lock);
 
 	for (n = 0; n < count; n++)

@@ -38,7 +38,6 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
-#include "utils/resowner_private.h"
 #include "utils/timestamp.h"
 
 #include "bgw_jit.h"
@@ -284,6 +283,14 @@ run_cycle(CycleResult *result)
 	publish_cycle(result, backend_writes);
 }
 
+/* Earlier writes the scan just judged useful or wasted. */
+static inline void
+count_judgements(BgwJitCycle *e, int outcome)
+{
+	e->useful += (outcome & CLEANER_USEFUL) ? 1 : 0;
+	e->wasted += (outcome & CLEANER_WASTED) ? 1 : 0;
+}
+
 /*
  * The LRU scan proper.  Fills in result->entry; returns how many buffers
  * the cleaner could still scan before lapping the hand.
@@ -336,8 +343,6 @@ clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 	jit_estimate(&jit_state, &params, recent_alloc, strategy_delta,
 				 e->bufs_ahead, &est);
 
-	ResourceOwnerEnlargeBuffers(CurrentResourceOwner);
-
 	/*
 	 * jit scans until enough reusable buffers are ahead; lap scans a fixed
 	 * share of the pool, the estimate computed only to keep the averages
@@ -355,8 +360,7 @@ clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 		int			outcome = cleaner_sync_buffer(next_to_clean, &wb_context,
 												  false);
 
-		e->useful += (outcome & CLEANER_USEFUL) ? 1 : 0;
-		e->wasted += (outcome & CLEANER_WASTED) ? 1 : 0;
+		count_judgements(e, outcome);
 
 		if (++next_to_clean >= NBuffers)
 		{
@@ -401,14 +405,12 @@ scan_all_buffers(BgwJitCycle *e)
 	int			num_to_scan = (int) Min(ceil(NBuffers * bgw_jit_all_percent / 100.0),
 										NBuffers);
 
-	ResourceOwnerEnlargeBuffers(CurrentResourceOwner);
 	while (num_to_scan-- > 0 && e->all_written < bgw_jit_all_maxpages)
 	{
 		int			outcome = cleaner_sync_buffer(all_next_to_clean, &wb_context,
 												  true);
 
-		e->useful += (outcome & CLEANER_USEFUL) ? 1 : 0;
-		e->wasted += (outcome & CLEANER_WASTED) ? 1 : 0;
+		count_judgements(e, outcome);
 		e->all_written += (outcome & CLEANER_WRITTEN) ? 1 : 0;
 		if (++all_next_to_clean >= NBuffers)
 			all_next_to_clean = 0;
