@@ -6,6 +6,7 @@ OBJS = \
 	bgw_jit.o \
 	cleaner.o \
 	estimator.o \
+	pacer.o \
 	persist.o \
 	stats.o \
 	worker.o

@@ -24,7 +24,14 @@ CREATE FUNCTION bgw_jit_stats(
     OUT smoothed_density double precision,
     OUT upcoming_alloc_est integer,
     OUT last_cycle_at timestamp with time zone,
-    OUT stats_reset timestamp with time zone
+    OUT stats_reset timestamp with time zone,
+    OUT pacing text,
+    OUT margin double precision,
+    OUT hand_rate double precision,
+    OUT lead_target integer,
+    OUT sleep_ms integer,
+    OUT buffers_overrun bigint,
+    OUT cpu_priority text
 )
 RETURNS record
 AS 'MODULE_PATHNAME', 'bgw_jit_stats'
@@ -56,7 +63,14 @@ CREATE VIEW bgw_jit_stats AS
            smoothed_density,
            upcoming_alloc_est,
            last_cycle_at,
-           stats_reset
+           stats_reset,
+           pacing,
+           margin,
+           hand_rate,
+           lead_target,
+           sleep_ms,
+           buffers_overrun,
+           cpu_priority
     FROM bgw_jit_stats();
 
 CREATE FUNCTION bgw_jit_history(
@@ -78,7 +92,14 @@ CREATE FUNCTION bgw_jit_history(
     OUT wasted integer,
     OUT lapped boolean,
     OUT hit_maxpages boolean,
-    OUT cpu_us bigint
+    OUT cpu_us bigint,
+    OUT elapsed_us bigint,
+    OUT overrun bigint,
+    OUT surprise double precision,
+    OUT margin double precision,
+    OUT hand_rate double precision,
+    OUT lead_target integer,
+    OUT sleep_ms integer
 )
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'bgw_jit_history'

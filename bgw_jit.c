@@ -16,17 +16,20 @@
 
 #include <limits.h>
 
+#include "executor/executor.h"
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
 #include "storage/bufmgr.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
+#include "tcop/utility.h"
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
 #include "bgw_jit.h"
 #include "compat.h"
 #include "estimator.h"
+#include "pacer.h"
 
 PG_MODULE_MAGIC;
 
@@ -35,8 +38,8 @@ PG_MODULE_MAGIC;
 
 bool		bgw_jit_enabled = true;
 int			bgw_jit_delay = 200;
-int			bgw_jit_lru_maxpages = 100;
-double		bgw_jit_lru_multiplier = 2.0;
+int			bgw_jit_lru_maxpages = -1;
+double		bgw_jit_lru_multiplier = PACER_MARGIN_AUTO;
 int			bgw_jit_smoothing_samples = 16;
 int			bgw_jit_scan_whole_pool_seconds = 120;
 int			bgw_jit_history_size = 1024;
@@ -45,6 +48,10 @@ double		bgw_jit_lru_percent = 10.0;
 double		bgw_jit_all_percent = 0.333;
 int			bgw_jit_all_maxpages = 5;
 int			bgw_jit_flush_after = -1;
+int			bgw_jit_pacing = BGW_JIT_PACING_AUTO;
+double		bgw_jit_max_write_rate = 0;
+int			bgw_jit_cpu_priority = BGW_JIT_CPU_PRIORITY_NORMAL;
+static char *bgw_jit_lru_multiplier_string = NULL;
 #ifdef BGW_JIT_FAULT_INJECTION
 bool		bgw_jit_inject_error = false;
 #endif
@@ -59,15 +66,40 @@ static const struct config_enum_entry strategy_options[] = {
 	{NULL, 0, false}
 };
 
+static const struct config_enum_entry pacing_options[] = {
+	{"auto", BGW_JIT_PACING_AUTO, false},
+	{"fixed", BGW_JIT_PACING_FIXED, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry cpu_priority_options[] = {
+	{"normal", BGW_JIT_CPU_PRIORITY_NORMAL, false},
+	{"low", BGW_JIT_CPU_PRIORITY_LOW, false},
+	{"idle", BGW_JIT_CPU_PRIORITY_IDLE, false},
+	{NULL, 0, false}
+};
+
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+static ExecutorStart_hook_type prev_ExecutorStart = NULL;
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
 void		_PG_init(void);
 static void bgw_jit_shmem_request(void);
 static void bgw_jit_shmem_startup(void);
 static Size bgw_jit_shmem_size(void);
 static void define_settings(void);
+static bool check_lru_multiplier(char **newval, void **extra, GucSource source);
+static void assign_lru_multiplier(const char *newval, void *extra);
 static void register_worker(void);
+static void wake_worker_if_hibernating(void);
+static void bgw_jit_ExecutorStart(QueryDesc *queryDesc, int eflags);
+static void bgw_jit_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+								   bool readOnlyTree,
+								   ProcessUtilityContext context,
+								   ParamListInfo params,
+								   QueryEnvironment *queryEnv,
+								   DestReceiver *dest, QueryCompletion *qc);
 
 void
 _PG_init(void)
@@ -86,6 +118,10 @@ _PG_init(void)
 	shmem_request_hook = bgw_jit_shmem_request;
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = bgw_jit_shmem_startup;
+	prev_ExecutorStart = ExecutorStart_hook;
+	ExecutorStart_hook = bgw_jit_ExecutorStart;
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = bgw_jit_ProcessUtility;
 
 	register_worker();
 }
@@ -103,8 +139,8 @@ define_settings(void)
 							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("bgw_jit.delay",
-							"Sleep time between cleaning cycles.",
-							"A shorter delay needs a higher bgw_jit.lru_multiplier.",
+							"Longest sleep between cleaning cycles.",
+							"With bgw_jit.pacing = fixed, the sleep between cycles.",
 							&bgw_jit_delay,
 							200, 10, 10000,
 							PGC_SIGHUP,
@@ -113,18 +149,47 @@ define_settings(void)
 
 	DefineCustomIntVariable("bgw_jit.lru_maxpages",
 							"Maximum number of buffers written per cleaning cycle.",
-							"0 disables cleaning.",
+							"-1 sets no per-cycle limit (bgw_jit.max_write_rate still applies); 0 disables cleaning.",
 							&bgw_jit_lru_maxpages,
-							100, 0, INT_MAX / 2,
+							-1, -1, INT_MAX / 2,
 							PGC_SIGHUP,
 							0,
 							NULL, NULL, NULL);
 
-	DefineCustomRealVariable("bgw_jit.lru_multiplier",
-							 "Multiple of the recent buffer allocation rate to clean ahead of the clock sweep.",
-							 NULL,
-							 &bgw_jit_lru_multiplier,
-							 2.0, 0.0, 10.0,
+	DefineCustomStringVariable("bgw_jit.lru_multiplier",
+							   "Multiple of the expected buffer demand to clean ahead of the clock sweep.",
+							   "A number between 0 and 10, or \"auto\" to let the worker raise it when the clock sweep outruns the cleaner and lower it when the reserve goes unused.",
+							   &bgw_jit_lru_multiplier_string,
+							   "auto",
+							   PGC_SIGHUP,
+							   0,
+							   check_lru_multiplier, assign_lru_multiplier, NULL);
+
+	DefineCustomEnumVariable("bgw_jit.pacing",
+							 "How the worker chooses the sleep between cycles: auto or fixed.",
+							 "auto sleeps as long as the clock sweep's speed allows, up to bgw_jit.delay; fixed sleeps bgw_jit.delay, as the built-in writer does.",
+							 &bgw_jit_pacing,
+							 BGW_JIT_PACING_AUTO,
+							 pacing_options,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomRealVariable("bgw_jit.max_write_rate",
+							 "Maximum rate at which the worker writes buffers, in megabytes per second.",
+							 "0 sets no limit.",
+							 &bgw_jit_max_write_rate,
+							 0.0, 0.0, 1000000.0,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomEnumVariable("bgw_jit.cpu_priority",
+							 "CPU scheduling priority of the worker: normal, low (nice 10) or idle (SCHED_IDLE).",
+							 "Raising the priority again after lowering it takes effect at the next server restart unless the server may raise priorities.",
+							 &bgw_jit_cpu_priority,
+							 BGW_JIT_CPU_PRIORITY_NORMAL,
+							 cpu_priority_options,
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);
@@ -268,6 +333,7 @@ bgw_jit_shmem_startup(void)
 		bgw_jit_shared->history_size = bgw_jit_history_size;
 		bgw_jit_shared->smoothed_density = JIT_INITIAL_DENSITY;
 		bgw_jit_shared->stats_reset = GetCurrentTimestamp();
+		pg_atomic_init_u32(&bgw_jit_shared->hibernating, 0);
 		bgw_jit_stats_load(bgw_jit_shared);
 	}
 	bgw_jit_clean_marks = ShmemInitStruct("bgw_jit clean marks",
@@ -282,13 +348,110 @@ bgw_jit_shmem_startup(void)
 		on_shmem_exit(bgw_jit_stats_save, (Datum) 0);
 }
 
+static const char *
+enum_name(const struct config_enum_entry *options, int value)
+{
+	for (const struct config_enum_entry *e = options; e->name; e++)
+		if (e->val == value)
+			return e->name;
+	return "unknown";
+}
+
 const char *
 bgw_jit_strategy_name(int strategy)
 {
-	for (const struct config_enum_entry *e = strategy_options; e->name; e++)
-		if (e->val == strategy)
-			return e->name;
-	return "unknown";
+	return enum_name(strategy_options, strategy);
+}
+
+const char *
+bgw_jit_pacing_name(int pacing)
+{
+	return enum_name(pacing_options, pacing);
+}
+
+const char *
+bgw_jit_cpu_priority_name(int priority)
+{
+	return enum_name(cpu_priority_options, priority);
+}
+
+/* bgw_jit.lru_multiplier: "auto" or a number in [0, 10]. */
+static bool
+check_lru_multiplier(char **newval, void **extra, GucSource source)
+{
+	double		value;
+	char	   *end;
+	double	   *parsed;
+
+	if (pg_strcasecmp(*newval, "auto") == 0)
+		value = PACER_MARGIN_AUTO;
+	else
+	{
+		errno = 0;
+		value = strtod(*newval, &end);
+		while (*end == ' ' || *end == '\t')
+			end++;
+		if (end == *newval || *end != '\0' || errno != 0 ||
+			!(value >= 0 && value <= 10))
+		{
+			GUC_check_errdetail("bgw_jit.lru_multiplier must be \"auto\" or a number between 0 and 10.");
+			return false;
+		}
+	}
+
+	/* GUC extra must be malloc'd: the GUC machinery frees it */
+	parsed = malloc(sizeof(double));
+	if (parsed == NULL)
+		return false;
+	*parsed = value;
+	*extra = parsed;
+	return true;
+}
+
+static void
+assign_lru_multiplier(const char *newval, void *extra)
+{
+	bgw_jit_lru_multiplier = *(double *) extra;
+}
+
+/*
+ * Statement starts wake a hibernating worker, standing in for core's
+ * StrategyNotifyBgWriter(), whose single slot belongs to the built-in
+ * writer.  The common case costs one read of a shared flag.
+ */
+static void
+wake_worker_if_hibernating(void)
+{
+	BgwJitShared *s = bgw_jit_shared;
+
+	if (s != NULL && pg_atomic_read_u32(&s->hibernating) != 0 &&
+		pg_atomic_exchange_u32(&s->hibernating, 0) != 0)
+		SetLatch(s->worker_latch);
+}
+
+static void
+bgw_jit_ExecutorStart(QueryDesc *queryDesc, int eflags)
+{
+	wake_worker_if_hibernating();
+	if (prev_ExecutorStart)
+		prev_ExecutorStart(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+}
+
+static void
+bgw_jit_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					   bool readOnlyTree, ProcessUtilityContext context,
+					   ParamListInfo params, QueryEnvironment *queryEnv,
+					   DestReceiver *dest, QueryCompletion *qc)
+{
+	wake_worker_if_hibernating();
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							params, queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
 }
 
 /*

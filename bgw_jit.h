@@ -11,7 +11,9 @@
 #define BGW_JIT_H
 
 #include "datatype/timestamp.h"
+#include "port/atomics.h"
 #include "storage/buf_internals.h"
+#include "storage/latch.h"
 #include "storage/lwlock.h"
 
 /* Cleaning strategies (bgw_jit.strategy). */
@@ -22,11 +24,29 @@ typedef enum BgwJitStrategy
 	BGW_JIT_STRATEGY_JIT_ALL	/* jit plus 8.x's all-buffers scan */
 } BgwJitStrategy;
 
+/* Pacing (bgw_jit.pacing). */
+typedef enum BgwJitPacing
+{
+	BGW_JIT_PACING_AUTO,		/* the worker chooses its sleep (pacer.c) */
+	BGW_JIT_PACING_FIXED		/* a cycle every bgw_jit.delay, as core */
+} BgwJitPacing;
+
+/* CPU priority of the worker (bgw_jit.cpu_priority). */
+typedef enum BgwJitCpuPriority
+{
+	BGW_JIT_CPU_PRIORITY_NORMAL,
+	BGW_JIT_CPU_PRIORITY_LOW,	/* nice BGW_JIT_LOW_PRIORITY_NICE */
+	BGW_JIT_CPU_PRIORITY_IDLE	/* SCHED_IDLE */
+} BgwJitCpuPriority;
+
+#define BGW_JIT_LOW_PRIORITY_NICE	10
+
 /* One cycle of the worker, as kept in the history ring. */
 typedef struct BgwJitCycle
 {
 	uint64		cycle;			/* cycle number since stats reset, from 1 */
 	TimestampTz at;				/* when the cycle started */
+	int64		elapsed_us;		/* since the previous cycle started */
 	int			strategy;		/* BgwJitStrategy of the cycle */
 	uint32		recent_alloc;	/* allocations credited to the cycle */
 	int64		alloc_reported; /* increase of the shared counter seen */
@@ -35,6 +55,12 @@ typedef struct BgwJitCycle
 	float		smoothed_density;
 	int			upcoming_alloc_est;
 	int			bufs_ahead;		/* cleaner's lead over the hand */
+	int64		overrun;		/* how far the hand ran past the cleaner */
+	float		surprise;		/* hand movement / movement planned for */
+	float		margin;			/* multiplier in force (auto or set) */
+	float		hand_rate;		/* smoothed hand speed, buffers/s */
+	int			lead_target;	/* lead the self-paced scan aimed for */
+	int			sleep_ms;		/* sleep planned after the cycle */
 	int			scanned;
 	int			written;
 	int			all_written;	/* by the all-buffers scan (jit+all) */
@@ -59,6 +85,7 @@ typedef struct BgwJitCounters
 	uint64		own_writes_absorbed;	/* our writes already in that increase */
 	uint64		maxwritten_clean;
 	uint64		laps;
+	uint64		buffers_overrun;	/* buffers the hand passed uncleaned */
 	uint64		hibernations;
 	uint64		buffers_scanned;
 	uint64		buffers_reusable;
@@ -83,7 +110,16 @@ typedef struct BgwJitShared
 	float		smoothed_alloc;
 	float		smoothed_density;
 	int			upcoming_alloc_est;
+	float		margin;
+	float		hand_rate;
+	int			lead_target;
+	int			sleep_ms;		/* -1 while hibernating */
+	int			cpu_priority;	/* BgwJitCpuPriority in effect */
 	TimestampTz last_cycle_at;
+
+	/* set while the worker hibernates; a statement start wakes it */
+	pg_atomic_uint32 hibernating;
+	Latch	   *worker_latch;
 
 	/* ring of the last history_size cycles; history_count ever recorded */
 	int			history_size;
@@ -104,6 +140,9 @@ extern double bgw_jit_lru_percent;
 extern double bgw_jit_all_percent;
 extern int	bgw_jit_all_maxpages;
 extern int	bgw_jit_flush_after;
+extern int	bgw_jit_pacing;
+extern double bgw_jit_max_write_rate;
+extern int	bgw_jit_cpu_priority;
 #ifdef BGW_JIT_FAULT_INJECTION
 extern bool bgw_jit_inject_error;
 #endif
@@ -112,6 +151,8 @@ extern bool bgw_jit_inject_error;
 extern BgwJitShared *bgw_jit_shared;
 extern uint32 *bgw_jit_clean_marks;
 extern const char *bgw_jit_strategy_name(int strategy);
+extern const char *bgw_jit_pacing_name(int pacing);
+extern const char *bgw_jit_cpu_priority_name(int priority);
 extern void bgw_jit_check_loaded(void);
 extern void bgw_jit_reset_counters(void);
 extern BgwJitCycle *bgw_jit_history_copy(BgwJitShared *s, uint32 *n);

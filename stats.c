@@ -27,8 +27,8 @@ PG_FUNCTION_INFO_V1(bgw_jit_history);
 PG_FUNCTION_INFO_V1(bgw_jit_reset);
 PG_FUNCTION_INFO_V1(bgw_jit_replay);
 
-#define STATS_COLS		21
-#define HISTORY_COLS	19
+#define STATS_COLS		28
+#define HISTORY_COLS	26
 #define REPLAY_COLS		6
 
 static Datum
@@ -90,6 +90,14 @@ bgw_jit_stats(PG_FUNCTION_ARGS)
 	i++;
 	values[i] = timestamp_or_null(snap.stats_reset, &nulls[i]);
 	i++;
+	values[i++] = CStringGetTextDatum(bgw_jit_pacing_name(bgw_jit_pacing));
+	values[i++] = Float8GetDatum(snap.margin);
+	values[i++] = Float8GetDatum(snap.hand_rate);
+	values[i++] = Int32GetDatum(snap.lead_target);
+	nulls[i] = (snap.sleep_ms < 0);
+	values[i++] = Int32GetDatum(snap.sleep_ms);
+	values[i++] = Int64GetDatum(snap.counters.buffers_overrun);
+	values[i++] = CStringGetTextDatum(bgw_jit_cpu_priority_name(snap.cpu_priority));
 	Assert(i == STATS_COLS);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
@@ -143,6 +151,13 @@ bgw_jit_history(PG_FUNCTION_ARGS)
 		values[i++] = BoolGetDatum(e->lapped);
 		values[i++] = BoolGetDatum(e->hit_maxpages);
 		values[i++] = Int64GetDatum(e->cpu_us);
+		values[i++] = Int64GetDatum(e->elapsed_us);
+		values[i++] = Int64GetDatum(e->overrun);
+		values[i++] = Float8GetDatum(e->surprise);
+		values[i++] = Float8GetDatum(e->margin);
+		values[i++] = Float8GetDatum(e->hand_rate);
+		values[i++] = Int32GetDatum(e->lead_target);
+		values[i++] = Int32GetDatum(e->sleep_ms);
 		Assert(i == HISTORY_COLS);
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

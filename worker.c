@@ -1,15 +1,23 @@
 /*-------------------------------------------------------------------------
  *
  * worker.c
- *		The bgw_jit background worker: one just-in-time cleaning cycle every
- *		bgw_jit.delay milliseconds, after PostgreSQL 15's BgBufferSync().
+ *		The bgw_jit background worker: cleaning cycles that keep a clean
+ *		reserve just ahead of the clock sweep, after PostgreSQL 15's
+ *		BgBufferSync().
  *
- * Differences from core, each deliberate:
+ * With bgw_jit.pacing = auto (the default) the controller in pacer.c
+ * chooses each sleep and how far ahead to clean from the clock hand's
+ * measured speed; with fixed, cycles come every bgw_jit.delay and the scan
+ * stops where core's estimate (estimator.c) says.  Differences from core,
+ * each deliberate:
  * - allocations are counted without resetting the shared counter that
  *   pg_stat_bgwriter.buffers_alloc depends on (see estimator.c);
  * - when idle the worker cannot ask to be woken by the next allocation
  *   (StrategyNotifyBgWriter's single slot is the built-in writer's), so it
- *   backs off by doubling its sleep up to IDLE_SLEEP_MAX_MS;
+ *   hibernates until a backend starts a statement (bgw_jit.c's hooks set
+ *   its latch) or HIBERNATE_MS pass;
+ * - the writes are rationed by a rate, not only per cycle, so that pacing
+ *   cannot change the cap;
  * - every cycle is published to shared memory for the SQL views.
  *
  * Copyright (c) 2026, bgw_jit developers
@@ -19,6 +27,8 @@
 #include "postgres.h"
 
 #include <math.h>
+#include <sched.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "miscadmin.h"
@@ -43,16 +53,29 @@
 #include "bgw_jit.h"
 #include "compat.h"
 #include "estimator.h"
+#include "pacer.h"
 
-/* Longest sleep while idle: bounds the reaction to a sudden load. */
-#define IDLE_SLEEP_MAX_MS	1000
+/*
+ * Sleep while hibernating.  Statement starts wake the worker at once; this
+ * bounds the reaction to allocations no statement announces (recovery,
+ * autovacuum).
+ */
+#define HIBERNATE_MS	1000
+
+/*
+ * Idle cycles must span this long before the worker hibernates, so that a
+ * trickle of statements that allocate nothing (a cached read-only load)
+ * wakes it a few times a second, not once per statement.
+ */
+#define HIBERNATE_AFTER_MS	1000
 
 /* What a cycle hands to publish_cycle(). */
 typedef struct CycleResult
 {
 	BgwJitCycle entry;
-	bool		cleaned;		/* the scan ran (enabled, maxpages > 0) */
-	bool		entered_hibernation;
+	bool		cleaned;		/* the scan ran (enabled, maxpages != 0) */
+	bool		idle;			/* no allocations, nothing left to scan */
+	bool		hibernate;		/* idle for HIBERNATE_AFTER_MS: sleep long */
 	int			strategy_buf_id;
 } CycleResult;
 
@@ -60,26 +83,39 @@ typedef struct CycleResult
 static bool hand_valid = false;
 static int	prev_strategy_buf_id;
 static uint32 prev_strategy_passes;
-static uint64 hand_position;	/* cumulative clock-hand movement */
+static int64 hand_position;		/* cumulative clock-hand movement */
 
+/*
+ * The cleaner's frontier in the same coordinate as hand_position: the
+ * next buffer to examine is clean_position mod NBuffers, and the buffers
+ * between the hand and the frontier have been scanned since the hand last
+ * passed them.
+ */
 static bool cleaner_valid = false;
-static int	next_to_clean;
-static uint32 next_passes;
+static int64 clean_position;
 
 static int	all_next_to_clean = 0;	/* the all-buffers scan's position */
 
 static JitState jit_state;
+static PacerState pacer_state;
 static AllocTracker alloc_tracker;
 static WritebackContext wb_context;
 static int	flush_after;		/* bgw_jit.flush_after, -1 resolved */
 
-static int	idle_sleep_ms = 0;	/* 0 while not idle */
+static TimestampTz prev_cycle_at = 0;
+static bool was_hibernating = false;
+static TimestampTz idle_since = 0;	/* first of the current idle cycles */
+static bool timed_out = true;	/* the last sleep ended by its timeout */
+static int	prev_useful = 0;	/* judgements of the previous cycle */
+static int	prev_wasted = 0;
+static int	applied_cpu_priority = BGW_JIT_CPU_PRIORITY_NORMAL;
 
 static void warn_if_builtin_cleaner(void);
+static void apply_cpu_priority(void);
+static void pacer_params(PacerParams *params);
 static void run_cycle(CycleResult *result);
-static int	clean_ahead(uint32 recent_alloc, int64 strategy_delta,
-						int strategy_buf_id, uint32 strategy_passes,
-						CycleResult *result);
+static void clean_ahead(uint32 recent_alloc, int64 strategy_delta,
+						const PacerPlan *plan, CycleResult *result);
 static void scan_all_buffers(BgwJitCycle *e);
 static void publish_cycle(CycleResult *result, uint64 backend_writes);
 static int64 thread_cpu_us(void);
@@ -96,6 +132,43 @@ warn_if_builtin_cleaner(void)
 				(errmsg("the built-in background writer also cleans buffers (bgwriter_lru_maxpages = %d)",
 						bgwriter_lru_maxpages),
 				 errhint("Set bgwriter_lru_maxpages = 0 so that only bgw_jit cleans.")));
+}
+
+/*
+ * bgw_jit.cpu_priority: nice 10 for low, SCHED_IDLE for idle.  Lowering
+ * always works; raising it again needs CAP_SYS_NICE (or RLIMIT_NICE), so
+ * without it the worker stays where it is until it restarts.
+ */
+static void
+apply_cpu_priority(void)
+{
+	struct sched_param param;
+	int			policy;
+	int			nice_value;
+
+	if (bgw_jit_cpu_priority == applied_cpu_priority)
+		return;
+
+	memset(&param, 0, sizeof(param));
+	policy = (bgw_jit_cpu_priority == BGW_JIT_CPU_PRIORITY_IDLE) ?
+		SCHED_IDLE : SCHED_OTHER;
+	nice_value = (bgw_jit_cpu_priority == BGW_JIT_CPU_PRIORITY_LOW) ?
+		BGW_JIT_LOW_PRIORITY_NICE : 0;
+
+	if (sched_setscheduler(0, policy, &param) != 0 ||
+		setpriority(PRIO_PROCESS, 0, nice_value) != 0)
+	{
+		ereport(WARNING,
+				(errmsg("could not change the CPU priority of the bgw_jit worker to \"%s\": %m",
+						bgw_jit_cpu_priority_name(bgw_jit_cpu_priority)),
+				 errdetail("The worker keeps CPU priority \"%s\".",
+						   bgw_jit_cpu_priority_name(applied_cpu_priority)),
+				 errhint("Raising the priority again takes effect when the server restarts.")));
+		/* don't retry every cycle */
+		bgw_jit_cpu_priority = applied_cpu_priority;
+		return;
+	}
+	applied_cpu_priority = bgw_jit_cpu_priority;
 }
 
 void
@@ -149,18 +222,27 @@ bgw_jit_main(Datum main_arg)
 										  ALLOCSET_DEFAULT_SIZES);
 
 	jit_state_init(&jit_state);
+	{
+		PacerParams params;
+
+		pacer_params(&params);
+		pacer_init(&pacer_state, &params);
+	}
 	alloc_tracker_init(&alloc_tracker);
 	flush_after = 0;
 	WritebackContextInit(&wb_context, &flush_after);
+	bgw_jit_shared->worker_latch = MyLatch;
 
 	ereport(LOG, (errmsg("bgw_jit worker started")));
 	warn_if_builtin_cleaner();
+	apply_cpu_priority();
 
 	for (;;)
 	{
 		CycleResult result;
-		long		sleep_ms;
 		MemoryContext oldcontext;
+		bool		armed;
+		int			rc;
 
 		CHECK_FOR_INTERRUPTS();
 
@@ -169,6 +251,7 @@ bgw_jit_main(Datum main_arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 			warn_if_builtin_cleaner();
+			apply_cpu_priority();
 		}
 
 		/* Don't keep files of dropped relations open across checkpoints. */
@@ -184,45 +267,72 @@ bgw_jit_main(Datum main_arg)
 		MemoryContextReset(cycle_context);
 
 		/*
-		 * Idle back-off: once a cycle had nothing to do, double the sleep on
-		 * each further idle cycle, up to IDLE_SLEEP_MAX_MS.
+		 * An idle worker asks the next statement start to set its latch
+		 * (bgw_jit.c's hooks), so that a load arriving during a long sleep
+		 * is met at once.  Not right after such a wake-up, though, unless
+		 * idleness has lasted: statements that allocate nothing would
+		 * otherwise wake it every time.
 		 */
-		sleep_ms = bgw_jit_delay;
-		if (result.entered_hibernation || idle_sleep_ms > 0)
-		{
-			if (idle_sleep_ms == 0)
-				idle_sleep_ms = bgw_jit_delay;
-			else
-				idle_sleep_ms = Min(idle_sleep_ms * 2,
-									Max(IDLE_SLEEP_MAX_MS, bgw_jit_delay));
-			sleep_ms = idle_sleep_ms;
-		}
-
-		(void) WaitLatch(MyLatch,
-						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 sleep_ms,
-						 PG_WAIT_EXTENSION);
+		armed = result.idle && (timed_out || result.hibernate);
+		if (armed)
+			pg_atomic_write_u32(&bgw_jit_shared->hibernating, 1);
+		rc = WaitLatch(MyLatch,
+					   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					   result.hibernate ? Max(HIBERNATE_MS, bgw_jit_delay) :
+					   result.entry.sleep_ms,
+					   PG_WAIT_EXTENSION);
+		if (armed)
+			pg_atomic_write_u32(&bgw_jit_shared->hibernating, 0);
 		ResetLatch(MyLatch);
+
+		timed_out = (rc & WL_TIMEOUT) != 0;
+		if (!timed_out)
+		{
+			/* load is coming: probe it before trusting an idle rate */
+			pacer_restart(&pacer_state);
+			idle_since = 0;
+		}
 	}
 }
 
+/* The controller's settings, from the GUCs. */
+static void
+pacer_params(PacerParams *params)
+{
+	params->margin = bgw_jit_lru_multiplier;
+	params->self_paced = (bgw_jit_pacing == BGW_JIT_PACING_AUTO &&
+						  bgw_jit_strategy == BGW_JIT_STRATEGY_JIT);
+	params->max_sleep_ms = bgw_jit_delay;
+	params->smoothing_samples = bgw_jit_smoothing_samples;
+	params->scan_whole_pool_seconds = bgw_jit_scan_whole_pool_seconds;
+	params->nbuffers = NBuffers;
+	params->write_rate = bgw_jit_max_write_rate * (1024.0 * 1024.0 / BLCKSZ);
+	params->maxpages = bgw_jit_lru_maxpages;
+}
+
 /*
- * One cycle: read the clock hand and the allocations, clean ahead of the
- * hand if enabled, publish the outcome.
+ * One cycle: read the clock hand and the allocations, let the controller
+ * plan, clean ahead of the hand if enabled, publish the outcome.
  */
 static void
 run_cycle(CycleResult *result)
 {
+	BgwJitCycle *e = &result->entry;
 	int64		cpu_start = thread_cpu_us();
 	int			strategy_buf_id;
 	uint32		strategy_passes;
 	int64		strategy_delta = 0;
 	uint32		recent_alloc;
 	uint64		backend_writes;
-	bool		can_idle;
+	PacerParams params;
+	PacerInput	in;
+	PacerPlan	plan;
+	bool		idle;
 
 	memset(result, 0, sizeof(*result));
-	result->entry.at = GetCurrentTimestamp();
+	e->at = GetCurrentTimestamp();
+	e->elapsed_us = (prev_cycle_at != 0) ? e->at - prev_cycle_at : 0;
+	prev_cycle_at = e->at;
 
 	/* Read the hand only: passing an alloc pointer would reset the counter. */
 	strategy_buf_id = StrategySyncStart(&strategy_passes, NULL);
@@ -240,24 +350,34 @@ run_cycle(CycleResult *result)
 
 	recent_alloc = alloc_tracker_step(&alloc_tracker,
 									  compat_shared_buf_alloc(),
-									  hand_position,
-									  &result->entry.alloc_reported);
+									  (uint64) hand_position,
+									  &e->alloc_reported);
 	backend_writes = compat_shared_backend_writes();
 
 	result->strategy_buf_id = strategy_buf_id;
-	result->entry.strategy = bgw_jit_strategy;
-	result->entry.recent_alloc = recent_alloc;
-	result->entry.strategy_delta = strategy_delta;
+	e->strategy = bgw_jit_strategy;
+	e->recent_alloc = recent_alloc;
+	e->strategy_delta = strategy_delta;
 
-	can_idle = (recent_alloc == 0);
-	if (bgw_jit_enabled && bgw_jit_lru_maxpages > 0)
+	pacer_params(&params);
+	in.elapsed_us = e->elapsed_us;
+	in.hand_moved = strategy_delta;
+	in.useful = prev_useful;
+	in.wasted = prev_wasted;
+	pacer_plan(&pacer_state, &params, &in, &plan);
+	e->surprise = plan.surprise;
+	e->margin = plan.margin;
+	e->hand_rate = pacer_state.hand_rate;
+	e->lead_target = plan.lead_target;
+	e->sleep_ms = plan.sleep_ms;
+
+	idle = (recent_alloc == 0 && strategy_delta == 0);
+	if (bgw_jit_enabled && bgw_jit_lru_maxpages != 0)
 	{
-		int			bufs_to_lap;
-
-		bufs_to_lap = clean_ahead(recent_alloc, strategy_delta,
-								  strategy_buf_id, strategy_passes, result);
+		clean_ahead(recent_alloc, strategy_delta, &plan, result);
 		result->cleaned = true;
-		can_idle = can_idle && bufs_to_lap == 0;
+		/* idle only once the cleaner is a whole lap ahead */
+		idle &= (e->bufs_ahead + e->scanned >= NBuffers);
 	}
 	else
 	{
@@ -268,18 +388,25 @@ run_cycle(CycleResult *result)
 	if (bgw_jit_enabled && bgw_jit_strategy == BGW_JIT_STRATEGY_JIT_ALL &&
 		bgw_jit_all_maxpages > 0 && bgw_jit_all_percent > 0)
 	{
-		scan_all_buffers(&result->entry);
+		scan_all_buffers(e);
 		result->cleaned = true;
 	}
 
-	if (!can_idle)
-		idle_sleep_ms = 0;
-	else if (idle_sleep_ms == 0)
-		result->entered_hibernation = true;
+	if (!idle)
+		idle_since = 0;
+	else if (idle_since == 0)
+		idle_since = e->at;
+	result->idle = idle;
+	result->hibernate = idle &&
+		TimestampDifferenceExceeds(idle_since, e->at, HIBERNATE_AFTER_MS);
 
-	result->entry.smoothed_alloc = jit_state.smoothed_alloc;
-	result->entry.smoothed_density = jit_state.smoothed_density;
-	result->entry.cpu_us = thread_cpu_us() - cpu_start;
+	pacer_charge(&pacer_state, &params, e->written + e->all_written);
+	prev_useful = e->useful;
+	prev_wasted = e->wasted;
+
+	e->smoothed_alloc = jit_state.smoothed_alloc;
+	e->smoothed_density = jit_state.smoothed_density;
+	e->cpu_us = thread_cpu_us() - cpu_start;
 	publish_cycle(result, backend_writes);
 }
 
@@ -292,93 +419,94 @@ count_judgements(BgwJitCycle *e, int outcome)
 }
 
 /*
- * The LRU scan proper.  Fills in result->entry; returns how many buffers
- * the cleaner could still scan before lapping the hand.
+ * The LRU scan proper; fills in result->entry.
+ *
+ * Self-paced jit scans until the frontier is plan->lead_target buffers
+ * ahead of the hand; fixed-paced jit until core's estimate of reusable
+ * buffers is found; lap a fixed share of the pool.  All stop at the write
+ * budget and short of lapping the hand.
  */
-static int
+static void
 clean_ahead(uint32 recent_alloc, int64 strategy_delta,
-			int strategy_buf_id, uint32 strategy_passes,
-			CycleResult *result)
+			const PacerPlan *plan, CycleResult *result)
 {
 	BgwJitCycle *e = &result->entry;
 	JitParams	params;
 	JitEstimate est;
 	bool		lap = (bgw_jit_strategy == BGW_JIT_STRATEGY_LAP);
-	int			bufs_to_lap;
+	bool		self_paced = (!lap && bgw_jit_pacing == BGW_JIT_PACING_AUTO &&
+							  bgw_jit_strategy == BGW_JIT_STRATEGY_JIT);
+	int64		lead = clean_position - hand_position;
+	int			next_to_clean;
 	int			num_to_scan;
 	int			scan_limit;
 	int			reusable_buffers;
 
-	/*
-	 * Where is the cleaner relative to the hand?  The casts to int32 keep
-	 * the pass comparisons right when the counters wrap around.
-	 */
-	if (cleaner_valid && (int32) (next_passes - strategy_passes) > 0)
-		bufs_to_lap = strategy_buf_id - next_to_clean;	/* a pass ahead */
-	else if (cleaner_valid && next_passes == strategy_passes &&
-			 next_to_clean >= strategy_buf_id)
-		bufs_to_lap = NBuffers - (next_to_clean - strategy_buf_id);
-	else
+	if (!cleaner_valid || lead < 0)
 	{
 		/* Lapped by the hand, or (re)starting: clean from the hand on. */
 		if (cleaner_valid)
+		{
 			e->lapped = true;
-		next_to_clean = strategy_buf_id;
-		next_passes = strategy_passes;
-		bufs_to_lap = NBuffers;
+			e->overrun = -lead;
+		}
+		clean_position = hand_position;
+		lead = 0;
+		/* no hand movement to learn from after (re)starting */
+		if (!cleaner_valid)
+			strategy_delta = 0;
 	}
-	/* The first cycle after (re)starting has no hand movement to learn from. */
-	if (!cleaner_valid)
-		strategy_delta = 0;
 	cleaner_valid = true;
+	e->bufs_ahead = (int) lead;
 
-	params.multiplier = bgw_jit_lru_multiplier;
+	params.multiplier = plan->margin;
 	params.smoothing_samples = bgw_jit_smoothing_samples;
 	params.delay_ms = bgw_jit_delay;
 	params.scan_whole_pool_seconds = bgw_jit_scan_whole_pool_seconds;
 	params.nbuffers = NBuffers;
-
-	e->bufs_ahead = NBuffers - bufs_to_lap;
-	e->strategy_delta = strategy_delta;
 	jit_estimate(&jit_state, &params, recent_alloc, strategy_delta,
 				 e->bufs_ahead, &est);
+	e->upcoming_alloc_est = est.upcoming_alloc_est;
 
-	/*
-	 * jit scans until enough reusable buffers are ahead; lap scans a fixed
-	 * share of the pool, the estimate computed only to keep the averages
-	 * current for a switch back.  Both stop short of lapping the hand.
-	 */
-	num_to_scan = bufs_to_lap;
+	num_to_scan = NBuffers - e->bufs_ahead;
 	if (lap)
 		num_to_scan = Min(num_to_scan,
 						  (int) ceil(NBuffers * bgw_jit_lru_percent / 100.0));
+	else if (self_paced && (strategy_delta != 0 || recent_alloc != 0))
+		num_to_scan = Min(num_to_scan,
+						  Max(plan->lead_target - e->bufs_ahead, plan->min_scan));
+
+	/*
+	 * (A self-paced cycle that saw no movement at all scans the whole lap:
+	 * the time is free, the dirty pages it finds would be written by the
+	 * next checkpoint anyway, and the worker can hibernate at once, to be
+	 * woken by the next statement instead of sleeping through its start.)
+	 */
 	scan_limit = num_to_scan;
 	reusable_buffers = est.reusable_buffers_est;
+	next_to_clean = (int) (clean_position % NBuffers);
+
 	while (num_to_scan > 0 &&
-		   (lap || reusable_buffers < est.upcoming_alloc_est))
+		   (lap || self_paced || reusable_buffers < est.upcoming_alloc_est))
 	{
-		int			outcome = cleaner_sync_buffer(next_to_clean, &wb_context,
-												  false);
+		int			outcome;
 
-		count_judgements(e, outcome);
-
-		if (++next_to_clean >= NBuffers)
+		if (e->written >= plan->write_budget)
 		{
-			next_to_clean = 0;
-			next_passes++;
+			e->hit_maxpages = true;
+			break;
 		}
+
+		outcome = cleaner_sync_buffer(next_to_clean, &wb_context, false);
+		count_judgements(e, outcome);
+		if (++next_to_clean >= NBuffers)
+			next_to_clean = 0;
 		num_to_scan--;
 
 		if (outcome & CLEANER_REUSABLE)
 			reusable_buffers++;
 		if (outcome & CLEANER_WRITTEN)
-		{
-			if (++e->written >= bgw_jit_lru_maxpages)
-			{
-				e->hit_maxpages = true;
-				break;
-			}
-		}
+			e->written++;
 
 		/* A long scan must still answer DROP DATABASE's barrier promptly. */
 		if ((num_to_scan & 1023) == 0)
@@ -386,12 +514,9 @@ clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 	}
 
 	e->scanned = scan_limit - num_to_scan;
+	clean_position += e->scanned;
 	e->reusable_found = reusable_buffers - est.reusable_buffers_est;
 	jit_refine_density(&jit_state, &params, e->scanned, e->reusable_found);
-
-	e->upcoming_alloc_est = est.upcoming_alloc_est;
-
-	return bufs_to_lap;
 }
 
 /*
@@ -429,7 +554,8 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
 	LWLockAcquire(s->lock, LW_EXCLUSIVE);
 
 	s->counters.buf_alloc += e->recent_alloc;
-	s->counters.hibernations += result->entered_hibernation ? 1 : 0;
+	s->counters.hibernations += (result->hibernate && !was_hibernating) ? 1 : 0;
+	was_hibernating = result->hibernate;
 
 	/*
 	 * buffers_backend rises when the checkpointer absorbs its queue, and
@@ -451,6 +577,11 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
 	s->strategy = e->strategy;
 	s->strategy_buf_id = result->strategy_buf_id;
 	s->last_cycle_at = e->at;
+	s->margin = e->margin;
+	s->hand_rate = e->hand_rate;
+	s->lead_target = e->lead_target;
+	s->sleep_ms = result->hibernate ? -1 : e->sleep_ms;
+	s->cpu_priority = applied_cpu_priority;
 
 	if (result->cleaned)
 	{
@@ -461,10 +592,11 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
 		s->counters.buf_clean_wasted += e->wasted;
 		s->counters.maxwritten_clean += e->hit_maxpages ? 1 : 0;
 		s->counters.laps += e->lapped ? 1 : 0;
+		s->counters.buffers_overrun += e->overrun;
 		s->counters.buffers_scanned += e->scanned;
 		s->counters.buffers_reusable += e->reusable_found;
 
-		s->next_to_clean = next_to_clean;
+		s->next_to_clean = (int) (clean_position % NBuffers);
 		s->bufs_ahead = e->bufs_ahead;
 		s->smoothed_alloc = e->smoothed_alloc;
 		s->smoothed_density = e->smoothed_density;

@@ -1,0 +1,107 @@
+/*-------------------------------------------------------------------------
+ *
+ * pacer.h
+ *		The self-pacing controller: how long to sleep, how far ahead of the
+ *		clock hand to clean, how many pages a cycle may write, and the
+ *		automatic safety margin.
+ *
+ * Pure functions of what each cycle measured, free of buffer-manager
+ * calls, so that the worker's decisions can be replayed from the history
+ * (bgw_jit_replay_pacer) and tested with exact values.
+ *
+ * Copyright (c) 2026, bgw_jit developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef BGW_JIT_PACER_H
+#define BGW_JIT_PACER_H
+
+#include "c.h"
+
+/* bgw_jit.lru_multiplier = auto */
+#define PACER_MARGIN_AUTO		(-1.0)
+
+/*
+ * The hand's speed rises towards a faster observation with this time
+ * constant: quick enough to follow a load step within a few cycles, slow
+ * enough that one short interval's noise does not set the pace.
+ */
+#define PACER_ATTACK_MS			50.0
+
+/* Shortest sleep between cycles, as core's bgwriter_delay minimum. */
+#define PACER_MIN_SLEEP_MS		10
+
+/* Lead over the hand never planned beyond this share of the pool. */
+#define PACER_LEAD_MAX_FRACTION	0.75
+
+/*
+ * The automatic margin tracks this quantile of the surprise (hand movement
+ * over the movement planned for), moving by PACER_MARGIN_STEP plus
+ * PACER_MARGIN_STEP_SHARE of its excess over 1 per cycle, within
+ * [PACER_MARGIN_MIN, PACER_MARGIN_MAX].
+ */
+#define PACER_MARGIN_QUANTILE	0.99
+#define PACER_MARGIN_STEP		0.02
+#define PACER_MARGIN_STEP_SHARE	0.1
+#define PACER_MARGIN_MIN		1.0
+#define PACER_MARGIN_MAX		10.0
+#define PACER_MARGIN_START		1.5
+
+/* A cycle whose judged writes were more wasted than this lowers the margin. */
+#define PACER_WASTE_LIMIT		0.05
+
+/* Expected hand movements smaller than this say nothing about surprise. */
+#define PACER_MIN_EXPECTED		32.0
+
+/* The rate budget saves up at most this many seconds of writes. */
+#define PACER_BURST_SECONDS		1.0
+
+typedef struct PacerParams
+{
+	double		margin;			/* bgw_jit.lru_multiplier or PACER_MARGIN_AUTO */
+	bool		self_paced;		/* bgw_jit.pacing = auto */
+	int			max_sleep_ms;	/* bgw_jit.delay */
+	int			smoothing_samples;	/* bgw_jit.smoothing_samples */
+	int			scan_whole_pool_seconds;	/* bgw_jit.scan_whole_pool_seconds */
+	int			nbuffers;
+	double		write_rate;		/* pages per second; 0 = unlimited */
+	int			maxpages;		/* per-cycle cap; -1 = none */
+} PacerParams;
+
+/* Carried from cycle to cycle. */
+typedef struct PacerState
+{
+	double		hand_rate;		/* clock-hand speed, buffers/s, smoothed */
+	double		margin;			/* the automatic margin */
+	double		planned_ms;		/* sleep the previous cycle planned; 0: none */
+	double		tokens;			/* pages the rate budget allows now */
+} PacerState;
+
+/* What a cycle measured since the previous one began. */
+typedef struct PacerInput
+{
+	int64		elapsed_us;
+	int64		hand_moved;		/* buffers the clock hand passed */
+	int			useful;			/* earlier writes judged useful */
+	int			wasted;			/* earlier writes judged wasted */
+} PacerInput;
+
+/* What the controller decided for this cycle. */
+typedef struct PacerPlan
+{
+	double		surprise;		/* hand movement / planned; 0 if unknown */
+	double		margin;			/* margin in force this cycle */
+	int			lead_target;	/* buffers ahead of the hand to clean to */
+	int			min_scan;		/* buffers to scan at least (idle laps) */
+	int			write_budget;	/* pages this cycle may write */
+	int			sleep_ms;		/* before the next cycle */
+} PacerPlan;
+
+extern void pacer_init(PacerState *state, const PacerParams *params);
+extern void pacer_restart(PacerState *state);
+extern void pacer_plan(PacerState *state, const PacerParams *params,
+					   const PacerInput *in, PacerPlan *plan);
+extern void pacer_charge(PacerState *state, const PacerParams *params,
+						 int written);
+
+#endif							/* BGW_JIT_PACER_H */
