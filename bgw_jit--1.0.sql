@@ -99,7 +99,8 @@ CREATE FUNCTION bgw_jit_history(
     OUT margin double precision,
     OUT hand_rate double precision,
     OUT lead_target integer,
-    OUT sleep_ms integer
+    OUT sleep_ms integer,
+    OUT woken boolean
 )
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'bgw_jit_history'
@@ -136,6 +137,37 @@ CREATE FUNCTION bgw_jit_replay(
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'bgw_jit_replay'
 LANGUAGE C CALLED ON NULL INPUT IMMUTABLE PARALLEL SAFE;
+
+CREATE FUNCTION bgw_jit_replay_pacer(
+    elapsed_us bigint[],
+    hand_moved bigint[],
+    written bigint[] DEFAULT NULL,
+    useful bigint[] DEFAULT NULL,
+    wasted bigint[] DEFAULT NULL,
+    woken boolean[] DEFAULT NULL,
+    lru_multiplier text DEFAULT 'auto',
+    pacing text DEFAULT 'auto',
+    delay integer DEFAULT 200,
+    smoothing_samples integer DEFAULT 16,
+    scan_whole_pool_seconds integer DEFAULT 120,
+    nbuffers integer DEFAULT NULL,
+    max_write_rate double precision DEFAULT 0,
+    lru_maxpages integer DEFAULT -1,
+    start_hand_rate double precision DEFAULT 0,
+    start_margin double precision DEFAULT 1.5,
+    start_planned_ms double precision DEFAULT 0,
+    OUT cycle integer,
+    OUT hand_rate double precision,
+    OUT surprise double precision,
+    OUT margin double precision,
+    OUT sleep_ms integer,
+    OUT lead_target integer,
+    OUT min_scan integer,
+    OUT write_budget integer
+)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'bgw_jit_replay_pacer'
+LANGUAGE C CALLED ON NULL INPUT STABLE PARALLEL SAFE;
 
 -- Like pg_stat_bgwriter: statistics for everyone, reset for the few.
 GRANT SELECT ON bgw_jit_stats, bgw_jit_history TO PUBLIC;

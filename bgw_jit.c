@@ -47,7 +47,7 @@ int			bgw_jit_strategy = BGW_JIT_STRATEGY_JIT;
 double		bgw_jit_lru_percent = 10.0;
 double		bgw_jit_all_percent = 0.333;
 int			bgw_jit_all_maxpages = 5;
-int			bgw_jit_flush_after = -1;
+int			bgw_jit_flush_after = 0;
 int			bgw_jit_pacing = BGW_JIT_PACING_AUTO;
 double		bgw_jit_max_write_rate = 0;
 int			bgw_jit_cpu_priority = BGW_JIT_CPU_PRIORITY_NORMAL;
@@ -251,9 +251,9 @@ define_settings(void)
 
 	DefineCustomIntVariable("bgw_jit.flush_after",
 							"Number of pages the worker writes before asking the kernel to write them back.",
-							"-1 uses bgwriter_flush_after; 0 disables forced writeback.",
+							"0 (the default) leaves writeback to the kernel: the worker's pages are scattered, so one hint per page costs more than it saves; -1 uses bgwriter_flush_after.",
 							&bgw_jit_flush_after,
-							-1, -1, WRITEBACK_MAX_PENDING_FLUSHES,
+							0, -1, WRITEBACK_MAX_PENDING_FLUSHES,
 							PGC_SIGHUP,
 							GUC_UNIT_BLOCKS,
 							NULL, NULL, NULL);
@@ -375,28 +375,38 @@ bgw_jit_cpu_priority_name(int priority)
 	return enum_name(cpu_priority_options, priority);
 }
 
-/* bgw_jit.lru_multiplier: "auto" or a number in [0, 10]. */
+/*
+ * Parse a bgw_jit.lru_multiplier value: "auto" (PACER_MARGIN_AUTO) or a
+ * number in [0, 10].  False if it is neither.
+ */
+bool
+bgw_jit_parse_multiplier(const char *text, double *value)
+{
+	char	   *end;
+
+	if (pg_strcasecmp(text, "auto") == 0)
+	{
+		*value = PACER_MARGIN_AUTO;
+		return true;
+	}
+	errno = 0;
+	*value = strtod(text, &end);
+	while (*end == ' ' || *end == '\t')
+		end++;
+	return end != text && *end == '\0' && errno == 0 &&
+		*value >= 0 && *value <= 10;
+}
+
 static bool
 check_lru_multiplier(char **newval, void **extra, GucSource source)
 {
 	double		value;
-	char	   *end;
 	double	   *parsed;
 
-	if (pg_strcasecmp(*newval, "auto") == 0)
-		value = PACER_MARGIN_AUTO;
-	else
+	if (!bgw_jit_parse_multiplier(*newval, &value))
 	{
-		errno = 0;
-		value = strtod(*newval, &end);
-		while (*end == ' ' || *end == '\t')
-			end++;
-		if (end == *newval || *end != '\0' || errno != 0 ||
-			!(value >= 0 && value <= 10))
-		{
-			GUC_check_errdetail("bgw_jit.lru_multiplier must be \"auto\" or a number between 0 and 10.");
-			return false;
-		}
+		GUC_check_errdetail("bgw_jit.lru_multiplier must be \"auto\" or a number between 0 and 10.");
+		return false;
 	}
 
 	/* GUC extra must be malloc'd: the GUC machinery frees it */

@@ -61,6 +61,7 @@ typedef struct BgwJitCycle
 	float		hand_rate;		/* smoothed hand speed, buffers/s */
 	int			lead_target;	/* lead the self-paced scan aimed for */
 	int			sleep_ms;		/* sleep planned after the cycle */
+	bool		woken;			/* the sleep before it ended early */
 	int			scanned;
 	int			written;
 	int			all_written;	/* by the all-buffers scan (jit+all) */
@@ -152,6 +153,7 @@ extern BgwJitShared *bgw_jit_shared;
 extern uint32 *bgw_jit_clean_marks;
 extern const char *bgw_jit_strategy_name(int strategy);
 extern const char *bgw_jit_pacing_name(int pacing);
+extern bool bgw_jit_parse_multiplier(const char *text, double *value);
 extern const char *bgw_jit_cpu_priority_name(int priority);
 extern void bgw_jit_check_loaded(void);
 extern void bgw_jit_reset_counters(void);

@@ -14,6 +14,7 @@
 
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -21,15 +22,18 @@
 
 #include "bgw_jit.h"
 #include "estimator.h"
+#include "pacer.h"
 
 PG_FUNCTION_INFO_V1(bgw_jit_stats);
 PG_FUNCTION_INFO_V1(bgw_jit_history);
 PG_FUNCTION_INFO_V1(bgw_jit_reset);
 PG_FUNCTION_INFO_V1(bgw_jit_replay);
+PG_FUNCTION_INFO_V1(bgw_jit_replay_pacer);
 
 #define STATS_COLS		28
-#define HISTORY_COLS	26
+#define HISTORY_COLS	27
 #define REPLAY_COLS		6
+#define REPLAY_PACER_COLS	8
 
 static Datum
 timestamp_or_null(TimestampTz ts, bool *isnull)
@@ -158,6 +162,7 @@ bgw_jit_history(PG_FUNCTION_ARGS)
 		values[i++] = Float8GetDatum(e->hand_rate);
 		values[i++] = Int32GetDatum(e->lead_target);
 		values[i++] = Int32GetDatum(e->sleep_ms);
+		values[i++] = BoolGetDatum(e->woken);
 		Assert(i == HISTORY_COLS);
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
@@ -206,12 +211,13 @@ static const char *const replay_arg_names[] = {
  * Deconstruct a one-dimensional int8 array argument without NULL elements
  * whose values lie in [0, max].  An absent (SQL NULL) optional array gives
  * NULL; *len must match the length already set, or sets it when -1.
+ * names[] holds the function's argument names, the first array first.
  */
 static int64 *
-replay_array_arg(FunctionCallInfo fcinfo, int argno, bool required,
-				 int64 max, int *len)
+replay_array_arg(FunctionCallInfo fcinfo, const char *const *names,
+				 int argno, bool required, int64 max, int *len)
 {
-	const char *name = replay_arg_names[argno];
+	const char *name = names[argno];
 	ArrayType  *arr;
 	Datum	   *elems;
 	bool	   *elem_nulls;
@@ -241,8 +247,8 @@ replay_array_arg(FunctionCallInfo fcinfo, int argno, bool required,
 	else if (n != *len)
 		ereport(ERROR,
 				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("%s has %d elements but recent_allocs has %d",
-						name, n, *len),
+				 errmsg("%s has %d elements but %s has %d",
+						name, n, names[0], *len),
 				 errhint("Give one element per cycle in every array.")));
 
 	result = palloc(sizeof(int64) * Max(n, 1));
@@ -268,10 +274,10 @@ replay_array_arg(FunctionCallInfo fcinfo, int argno, bool required,
 
 /* A scalar argument that must be given and lie in [min, max]. */
 static double
-replay_scalar_arg(FunctionCallInfo fcinfo, int argno, bool is_int,
-				  double min, double max)
+replay_scalar_arg(FunctionCallInfo fcinfo, const char *const *names,
+				  int argno, bool is_int, double min, double max)
 {
-	const char *name = replay_arg_names[argno];
+	const char *name = names[argno];
 	double		v;
 
 	if (PG_ARGISNULL(argno))
@@ -309,36 +315,36 @@ bgw_jit_replay(PG_FUNCTION_ARGS)
 
 	bgw_jit_check_loaded();
 
-	allocs = replay_array_arg(fcinfo, REPLAY_ARG_ALLOCS, true,
+	allocs = replay_array_arg(fcinfo, replay_arg_names, REPLAY_ARG_ALLOCS, true,
 							  PG_UINT32_MAX, &ncycles);
-	deltas = replay_array_arg(fcinfo, REPLAY_ARG_DELTAS, true,
+	deltas = replay_array_arg(fcinfo, replay_arg_names, REPLAY_ARG_DELTAS, true,
 							  PG_INT64_MAX, &ncycles);
-	ahead = replay_array_arg(fcinfo, REPLAY_ARG_AHEAD, false,
+	ahead = replay_array_arg(fcinfo, replay_arg_names, REPLAY_ARG_AHEAD, false,
 							 PG_INT32_MAX, &ncycles);
-	scanned = replay_array_arg(fcinfo, REPLAY_ARG_SCANNED, false,
+	scanned = replay_array_arg(fcinfo, replay_arg_names, REPLAY_ARG_SCANNED, false,
 							   PG_INT32_MAX, &ncycles);
-	reusable = replay_array_arg(fcinfo, REPLAY_ARG_REUSABLE, false,
+	reusable = replay_array_arg(fcinfo, replay_arg_names, REPLAY_ARG_REUSABLE, false,
 								PG_INT32_MAX, &ncycles);
 	if ((scanned == NULL) != (reusable == NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("scanned and reusable_found must be given together")));
 
-	params.multiplier = replay_scalar_arg(fcinfo, REPLAY_ARG_MULTIPLIER,
+	params.multiplier = replay_scalar_arg(fcinfo, replay_arg_names, REPLAY_ARG_MULTIPLIER,
 										  false, 0, 10);
-	params.smoothing_samples = replay_scalar_arg(fcinfo, REPLAY_ARG_SMOOTHING,
+	params.smoothing_samples = replay_scalar_arg(fcinfo, replay_arg_names, REPLAY_ARG_SMOOTHING,
 												 true, 1, 1000);
-	params.delay_ms = replay_scalar_arg(fcinfo, REPLAY_ARG_DELAY,
+	params.delay_ms = replay_scalar_arg(fcinfo, replay_arg_names, REPLAY_ARG_DELAY,
 										true, 10, 10000);
-	params.scan_whole_pool_seconds = replay_scalar_arg(fcinfo,
+	params.scan_whole_pool_seconds = replay_scalar_arg(fcinfo, replay_arg_names,
 													   REPLAY_ARG_SCAN_WHOLE,
 													   true, 1, 3600);
 	params.nbuffers = PG_ARGISNULL(REPLAY_ARG_NBUFFERS) ? NBuffers :
-		replay_scalar_arg(fcinfo, REPLAY_ARG_NBUFFERS, true, 16, INT_MAX / 2);
+		replay_scalar_arg(fcinfo, replay_arg_names, REPLAY_ARG_NBUFFERS, true, 16, INT_MAX / 2);
 
-	state.smoothed_alloc = replay_scalar_arg(fcinfo, REPLAY_ARG_START_ALLOC,
+	state.smoothed_alloc = replay_scalar_arg(fcinfo, replay_arg_names, REPLAY_ARG_START_ALLOC,
 											 false, 0, PG_UINT32_MAX);
-	state.smoothed_density = replay_scalar_arg(fcinfo, REPLAY_ARG_START_DENSITY,
+	state.smoothed_density = replay_scalar_arg(fcinfo, replay_arg_names, REPLAY_ARG_START_DENSITY,
 											   false, 1e-6, 1e9);
 
 	if (ahead)
@@ -375,6 +381,190 @@ bgw_jit_replay(PG_FUNCTION_ARGS)
 		values[c++] = Int32GetDatum(est.min_scan_buffers);
 		values[c++] = Int32GetDatum(est.upcoming_alloc_est);
 		Assert(c == REPLAY_COLS);
+
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+
+	return (Datum) 0;
+}
+
+/* Arguments of bgw_jit_replay_pacer(), in declaration order. */
+enum
+{
+	PACER_ARG_ELAPSED,
+	PACER_ARG_MOVED,
+	PACER_ARG_WRITTEN,
+	PACER_ARG_USEFUL,
+	PACER_ARG_WASTED,
+	PACER_ARG_WOKEN,
+	PACER_ARG_MULTIPLIER,
+	PACER_ARG_PACING,
+	PACER_ARG_DELAY,
+	PACER_ARG_SMOOTHING,
+	PACER_ARG_SCAN_WHOLE,
+	PACER_ARG_NBUFFERS,
+	PACER_ARG_RATE,
+	PACER_ARG_MAXPAGES,
+	PACER_ARG_START_RATE,
+	PACER_ARG_START_MARGIN,
+	PACER_ARG_START_PLANNED
+};
+
+static const char *const pacer_arg_names[] = {
+	"elapsed_us", "hand_moved", "written", "useful", "wasted", "woken",
+	"lru_multiplier", "pacing", "delay", "smoothing_samples",
+	"scan_whole_pool_seconds", "nbuffers", "max_write_rate", "lru_maxpages",
+	"start_hand_rate", "start_margin", "start_planned_ms"
+};
+
+/* A text argument that must be given. */
+static char *
+replay_text_arg(FunctionCallInfo fcinfo, const char *const *names, int argno)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("%s must not be null", names[argno])));
+	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
+}
+
+/*
+ * bgw_jit_replay_pacer() - run the self-pacing controller over given
+ * per-cycle measurements: what the worker decided, or would have decided
+ * under other settings.  Fed a stretch of bgw_jit_history (with useful and
+ * wasted taken from the cycle before, which the worker judged before
+ * planning), and started from the state the row before it shows, it
+ * reproduces the recorded hand_rate, margin, sleep_ms and lead_target.
+ */
+Datum
+bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const char *const *names = pacer_arg_names;
+	PacerParams params;
+	PacerState	state;
+	int			ncycles = -1;
+	int64	   *elapsed;
+	int64	   *moved;
+	int64	   *written;
+	int64	   *useful;
+	int64	   *wasted;
+	bool	   *woken = NULL;
+	char	   *text;
+
+	elapsed = replay_array_arg(fcinfo, names, PACER_ARG_ELAPSED, true,
+							   PG_INT64_MAX, &ncycles);
+	moved = replay_array_arg(fcinfo, names, PACER_ARG_MOVED, true,
+							 PG_INT64_MAX, &ncycles);
+	written = replay_array_arg(fcinfo, names, PACER_ARG_WRITTEN, false,
+							   PG_INT32_MAX, &ncycles);
+	useful = replay_array_arg(fcinfo, names, PACER_ARG_USEFUL, false,
+							  PG_INT32_MAX, &ncycles);
+	wasted = replay_array_arg(fcinfo, names, PACER_ARG_WASTED, false,
+							  PG_INT32_MAX, &ncycles);
+	if (!PG_ARGISNULL(PACER_ARG_WOKEN))
+	{
+		ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(PACER_ARG_WOKEN);
+		Datum	   *elems;
+		bool	   *elem_nulls;
+		int			n;
+
+		if (ARR_NDIM(arr) > 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("woken must be a one-dimensional array")));
+		deconstruct_array(arr, BOOLOID, 1, true, TYPALIGN_CHAR,
+						  &elems, &elem_nulls, &n);
+		if (n != ncycles)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("woken has %d elements but elapsed_us has %d",
+							n, ncycles),
+					 errhint("Give one element per cycle in every array.")));
+		woken = palloc(sizeof(bool) * Max(n, 1));
+		for (int i = 0; i < n; i++)
+		{
+			if (elem_nulls[i])
+				ereport(ERROR,
+						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+						 errmsg("woken must not contain nulls")));
+			woken[i] = DatumGetBool(elems[i]);
+		}
+	}
+
+	text = replay_text_arg(fcinfo, names, PACER_ARG_MULTIPLIER);
+	if (!bgw_jit_parse_multiplier(text, &params.margin))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid lru_multiplier: \"%s\"", text),
+				 errhint("Give \"auto\" or a number between 0 and 10.")));
+	text = replay_text_arg(fcinfo, names, PACER_ARG_PACING);
+	if (pg_strcasecmp(text, "auto") != 0 && pg_strcasecmp(text, "fixed") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid pacing: \"%s\"", text),
+				 errhint("Give \"auto\" or \"fixed\".")));
+	params.self_paced = (pg_strcasecmp(text, "auto") == 0);
+	params.max_sleep_ms = replay_scalar_arg(fcinfo, names, PACER_ARG_DELAY,
+											true, 10, 10000);
+	params.smoothing_samples = replay_scalar_arg(fcinfo, names,
+												 PACER_ARG_SMOOTHING,
+												 true, 1, 1000);
+	params.scan_whole_pool_seconds = replay_scalar_arg(fcinfo, names,
+													   PACER_ARG_SCAN_WHOLE,
+													   true, 1, 3600);
+	params.nbuffers = PG_ARGISNULL(PACER_ARG_NBUFFERS) ? NBuffers :
+		replay_scalar_arg(fcinfo, names, PACER_ARG_NBUFFERS,
+						  true, 16, INT_MAX / 2);
+	params.write_rate = replay_scalar_arg(fcinfo, names, PACER_ARG_RATE,
+										  false, 0, 1000000) *
+		(1024.0 * 1024.0 / BLCKSZ);
+	params.maxpages = replay_scalar_arg(fcinfo, names, PACER_ARG_MAXPAGES,
+										true, -1, INT_MAX / 2);
+
+	pacer_init(&state, &params);
+	state.hand_rate = replay_scalar_arg(fcinfo, names, PACER_ARG_START_RATE,
+										false, 0, 1e12);
+	state.margin = replay_scalar_arg(fcinfo, names, PACER_ARG_START_MARGIN,
+									 false, PACER_MARGIN_MIN,
+									 PACER_MARGIN_MAX);
+	state.planned_ms = replay_scalar_arg(fcinfo, names,
+										 PACER_ARG_START_PLANNED,
+										 false, 0, 1e7);
+
+	InitMaterializedSRF(fcinfo, 0);
+
+	for (int i = 0; i < ncycles; i++)
+	{
+		PacerInput	in;
+		PacerPlan	plan;
+		Datum		values[REPLAY_PACER_COLS];
+		bool		nulls[REPLAY_PACER_COLS];
+		int			c = 0;
+
+		CHECK_FOR_INTERRUPTS();
+
+		if (woken && woken[i])
+			pacer_restart(&state);
+		in.elapsed_us = elapsed[i];
+		in.hand_moved = moved[i];
+		in.useful = useful ? (int) useful[i] : 0;
+		in.wasted = wasted ? (int) wasted[i] : 0;
+		pacer_plan(&state, &params, &in, &plan);
+		if (written)
+			pacer_charge(&state, &params, (int) written[i]);
+
+		memset(nulls, 0, sizeof(nulls));
+		values[c++] = Int32GetDatum(i + 1);
+		values[c++] = Float8GetDatum(state.hand_rate);
+		values[c++] = Float8GetDatum(plan.surprise);
+		values[c++] = Float8GetDatum(plan.margin);
+		values[c++] = Int32GetDatum(plan.sleep_ms);
+		values[c++] = Int32GetDatum(plan.lead_target);
+		values[c++] = Int32GetDatum(plan.min_scan);
+		nulls[c] = (plan.write_budget == PG_INT32_MAX);
+		values[c++] = Int32GetDatum(plan.write_budget);
+		Assert(c == REPLAY_PACER_COLS);
 
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

@@ -332,6 +332,7 @@ run_cycle(CycleResult *result)
 	memset(result, 0, sizeof(*result));
 	e->at = GetCurrentTimestamp();
 	e->elapsed_us = (prev_cycle_at != 0) ? e->at - prev_cycle_at : 0;
+	e->woken = !timed_out;
 	prev_cycle_at = e->at;
 
 	/* Read the hand only: passing an alloc pointer would reset the counter. */
