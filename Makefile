@@ -15,7 +15,7 @@ EXTENSION = bgw_jit
 DATA = bgw_jit--1.0.sql
 PGFILEDESC = "bgw_jit - just-in-time background buffer cleaning"
 
-REGRESS = bgw_jit
+REGRESS = bgw_jit pacer
 REGRESS_OPTS = --temp-config=$(srcdir)/bgw_jit.conf --temp-instance=$(CURDIR)/tmp_check_regress
 TAP_TESTS = 1
 

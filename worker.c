@@ -143,20 +143,17 @@ static void
 apply_cpu_priority(void)
 {
 	struct sched_param param;
-	int			policy;
-	int			nice_value;
+	bool		idle = (bgw_jit_cpu_priority == BGW_JIT_CPU_PRIORITY_IDLE);
+	int			nice_value = (bgw_jit_cpu_priority == BGW_JIT_CPU_PRIORITY_LOW) ?
+		BGW_JIT_LOW_PRIORITY_NICE : 0;
 
 	if (bgw_jit_cpu_priority == applied_cpu_priority)
 		return;
 
+	/* the nice value means nothing under SCHED_IDLE: leave it alone */
 	memset(&param, 0, sizeof(param));
-	policy = (bgw_jit_cpu_priority == BGW_JIT_CPU_PRIORITY_IDLE) ?
-		SCHED_IDLE : SCHED_OTHER;
-	nice_value = (bgw_jit_cpu_priority == BGW_JIT_CPU_PRIORITY_LOW) ?
-		BGW_JIT_LOW_PRIORITY_NICE : 0;
-
-	if (sched_setscheduler(0, policy, &param) != 0 ||
-		setpriority(PRIO_PROCESS, 0, nice_value) != 0)
+	if (sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &param) != 0 ||
+		(!idle && setpriority(PRIO_PROCESS, 0, nice_value) != 0))
 	{
 		ereport(WARNING,
 				(errmsg("could not change the CPU priority of the bgw_jit worker to \"%s\": %m",

@@ -1,0 +1,133 @@
+--
+-- The self-pacing controller (pacer.c), replayed with figures that can be
+-- checked by hand.
+--
+CREATE EXTENSION IF NOT EXISTS bgw_jit;
+
+-- Slow start, then a steady load: the worker sleeps exactly as planned
+-- (elapsed = previous sleep) and the hand passes 20 000 buffers/s.  The
+-- first interval (200 ms, longer than the 50 ms attack) sets the speed at
+-- once; the sleep doubles from 10 ms to bgw_jit.delay; the lead is
+-- margin * speed * sleep; every surprise is exactly 1, below the margin,
+-- so the margin only steps down, by (1 - 0.99) * (0.02 + 0.1 * (m - 1)).
+SELECT cycle, hand_rate, round(surprise::numeric, 4) AS surprise,
+       round(margin::numeric, 6) AS margin, sleep_ms, lead_target, min_scan,
+       write_budget
+  FROM bgw_jit_replay_pacer(
+         ARRAY[200000, 10000, 20000, 40000, 80000, 160000, 200000, 200000],
+         ARRAY[4000, 200, 400, 800, 1600, 3200, 4000, 4000],
+         nbuffers => 1000000);
+
+-- No oscillation: over 500 steady cycles the margin never rises and the
+-- sleep never changes once settled.
+SELECT count(*) FILTER (WHERE margin > prev_margin) AS margin_rises,
+       count(DISTINCT sleep_ms) FILTER (WHERE cycle > 6) AS sleeps_after_start,
+       round(min(margin)::numeric, 4) AS final_margin
+  FROM (SELECT cycle, margin, sleep_ms,
+               lag(margin) OVER (ORDER BY cycle) AS prev_margin
+          FROM bgw_jit_replay_pacer(
+                 array_fill(200000::bigint, ARRAY[500]),
+                 array_fill(4000::bigint, ARRAY[500]),
+                 nbuffers => 1000000,
+                 start_hand_rate => 20000, start_planned_ms => 200)) r;
+
+-- A small pool: the sleep is what keeps the planned lead within 3/4 of
+-- the pool, 0.75 * 4096 / (1.4993 * 20000 / s) = 102 ms.
+SELECT cycle, sleep_ms, lead_target
+  FROM bgw_jit_replay_pacer(ARRAY[100000, 100000], ARRAY[2000, 2000],
+                            nbuffers => 4096, start_hand_rate => 20000,
+                            start_planned_ms => 100);
+
+-- A lone stall (the worker woke 5x late) raises the margin by one step,
+-- 0.99 * (0.02 + 0.1 * 0.4993) = 0.0692, not to the stall's size.
+SELECT cycle, round(surprise::numeric, 4) AS surprise,
+       round(margin::numeric, 6) AS margin
+  FROM bgw_jit_replay_pacer(ARRAY[200000, 1000000, 200000],
+                            ARRAY[4000, 20000, 4000],
+                            nbuffers => 1000000, start_hand_rate => 20000,
+                            start_planned_ms => 200);
+
+-- A load step from 5 000 to 50 000 buffers/s: the speed follows within
+-- one interval of at least the 50 ms attack time constant, the margin
+-- rises by one step, and the sleep shortens at once to keep the lead
+-- within 3/4 of the pool.
+SELECT cycle, round(hand_rate) AS hand_rate, round(surprise::numeric, 2)
+       AS surprise, round(margin::numeric, 4) AS margin, sleep_ms
+  FROM bgw_jit_replay_pacer(ARRAY[100000, 100000, 50000, 50000, 50000],
+                            ARRAY[500, 5000, 2500, 2500, 2500],
+                            nbuffers => 16384, start_hand_rate => 5000,
+                            start_planned_ms => 100);
+
+-- Writes proven wasted (over 5% of the judged ones) count as a step down.
+SELECT cycle, round(margin::numeric, 6) AS margin
+  FROM bgw_jit_replay_pacer(ARRAY[200000, 200000], ARRAY[4000, 4000],
+                            useful => ARRAY[100, 90], wasted => ARRAY[5, 10],
+                            nbuffers => 1000000, start_hand_rate => 20000,
+                            start_planned_ms => 200);
+
+-- A fixed multiplier is used as given; fixed pacing sleeps bgw_jit.delay.
+SELECT cycle, margin, sleep_ms, lead_target
+  FROM bgw_jit_replay_pacer(ARRAY[200000, 200000], ARRAY[4000, 4000],
+                            lru_multiplier => '3', pacing => 'fixed',
+                            delay => 50, nbuffers => 1000000,
+                            start_hand_rate => 20000, start_planned_ms => 50);
+
+-- The rate budget: 8 MB/s is 1024 pages/s.  The bucket starts full (one
+-- second), each cycle adds 102.4 pages and is charged what was written.
+SELECT cycle, write_budget
+  FROM bgw_jit_replay_pacer(array_fill(100000::bigint, ARRAY[4]),
+                            array_fill(0::bigint, ARRAY[4]),
+                            written => ARRAY[1024, 102, 102, 0],
+                            max_write_rate => 8, nbuffers => 4096);
+-- ...within the per-cycle cap of bgw_jit.lru_maxpages.
+SELECT cycle, write_budget
+  FROM bgw_jit_replay_pacer(ARRAY[100000], ARRAY[0], max_write_rate => 8,
+                            lru_maxpages => 100, nbuffers => 4096);
+
+-- An early wake-up (woken) forgets the plan: no surprise is judged and the
+-- sleep starts again from 10 ms.
+SELECT cycle, round(surprise::numeric, 2) AS surprise, sleep_ms
+  FROM bgw_jit_replay_pacer(ARRAY[200000, 3000], ARRAY[4000, 60],
+                            woken => ARRAY[false, true], nbuffers => 1000000,
+                            start_hand_rate => 20000, start_planned_ms => 200);
+
+-- Bad input.
+SELECT * FROM bgw_jit_replay_pacer(ARRAY[1, 2], ARRAY[1]);
+SELECT * FROM bgw_jit_replay_pacer(ARRAY[1], ARRAY[1], woken => ARRAY[true, false]);
+SELECT * FROM bgw_jit_replay_pacer(ARRAY[1], ARRAY[1], woken => ARRAY[NULL::boolean]);
+SELECT * FROM bgw_jit_replay_pacer(ARRAY[1], ARRAY[-1]);
+SELECT * FROM bgw_jit_replay_pacer(ARRAY[1], ARRAY[1], lru_multiplier => 'fast');
+SELECT * FROM bgw_jit_replay_pacer(ARRAY[1], ARRAY[1], lru_multiplier => '11');
+SELECT * FROM bgw_jit_replay_pacer(ARRAY[1], ARRAY[1], pacing => 'slow');
+SELECT * FROM bgw_jit_replay_pacer(ARRAY[1], ARRAY[1], delay => 5);
+SELECT * FROM bgw_jit_replay_pacer(ARRAY[1], ARRAY[1], lru_maxpages => -2);
+SELECT * FROM bgw_jit_replay_pacer(ARRAY[1], ARRAY[1], start_margin => 0.5);
+SELECT * FROM bgw_jit_replay_pacer(NULL, ARRAY[1]);
+
+-- The settings: lru_multiplier takes auto or a number, nothing else.
+SHOW bgw_jit.lru_multiplier;
+SHOW bgw_jit.pacing;
+SHOW bgw_jit.lru_maxpages;
+SHOW bgw_jit.max_write_rate;
+SHOW bgw_jit.flush_after;
+SHOW bgw_jit.cpu_priority;
+ALTER SYSTEM SET bgw_jit.lru_multiplier = 'fast';
+ALTER SYSTEM SET bgw_jit.lru_multiplier = '10.5';
+ALTER SYSTEM SET bgw_jit.lru_multiplier = '-1';
+ALTER SYSTEM SET bgw_jit.lru_multiplier = '';
+ALTER SYSTEM SET bgw_jit.lru_multiplier = ' 2.5 ';
+ALTER SYSTEM SET bgw_jit.lru_multiplier = 'AUTO';
+ALTER SYSTEM SET bgw_jit.lru_multiplier = 0;
+ALTER SYSTEM RESET bgw_jit.lru_multiplier;
+ALTER SYSTEM SET bgw_jit.pacing = 'slow';
+ALTER SYSTEM SET bgw_jit.max_write_rate = -1;
+ALTER SYSTEM SET bgw_jit.max_write_rate = 1000001;
+ALTER SYSTEM SET bgw_jit.lru_maxpages = -2;
+ALTER SYSTEM SET bgw_jit.flush_after = -2;
+ALTER SYSTEM SET bgw_jit.cpu_priority = 'realtime';
+SELECT name, setting, vartype, enumvals
+  FROM pg_settings
+ WHERE name IN ('bgw_jit.lru_multiplier', 'bgw_jit.pacing',
+                'bgw_jit.max_write_rate', 'bgw_jit.lru_maxpages',
+                'bgw_jit.flush_after', 'bgw_jit.cpu_priority')
+ ORDER BY name;
