@@ -328,7 +328,8 @@ def proc_figures(rawdir, meta):
     Per process role (jit: bgw_jit's worker, bgwriter: core's background
     writer, checkpointer): its kernel write count over the window (wchar
     bytes / 8192, which includes any WAL the process flushed itself), its
-    write calls (syscw), CPU seconds per second (utime + stime), wake-ups
+    write calls (syscw), CPU seconds per second (schedstat's run time, else
+    utime + stime), run-queue wait (ms per second), wake-ups
     per second (voluntary + involuntary context switches) and memory at
     the end (kB).  A process that was not running has no entries; one
     that was replaced or vanished during the window is a problem.
@@ -572,6 +573,17 @@ def io_wchar(text):
     return int(m.group(1)) if m else None
 
 
+def own_writes(a, b):
+    """The cleaners' own write counts' rise between two reads of
+    own_io_sql (bench/run): bgw_jit_stats' plus pg_stat_bgwriter's."""
+    if num(a.get("stat_buffers_clean")) is None or \
+            num(b.get("stat_buffers_clean")) is None:
+        return None
+    return sum(num(b.get(k)) - num(a.get(k))
+               for k in ("stat_buffers_clean", "jit_own")
+               if num(a.get(k)) is not None and num(b.get(k)) is not None)
+
+
 def pgss_figures(rawdir):
     """Backends' writes over a run from pg_stat_statements (pgss0/1.csv):
     backend_pgss, the rise of sum(shared_blks_written); backend_extend,
@@ -594,17 +606,19 @@ def pgss_figures(rawdir):
         if out["backend_evict"] < 0:
             problems.append("relations grew by more blocks than "
                             "pg_stat_statements counted written")
-    own = [num(b.get(k)) - num(a.get(k)) for k in ("stat_buffers_clean",
-                                                    "jit_own")
-           if num(a.get(k)) is not None and num(b.get(k)) is not None]
-    if num(b.get("stat_buffers_clean")) is not None:
-        out["cleaner_own_writes"] = sum(own)
-        # the same cleaners' wchar, read by the server in that statement
-        ws = [(io_wchar(a.get(r + "_io")), io_wchar(b.get(r + "_io")))
-              for r in ("jit", "bgwriter") if r + "_io" in a]
-        if ws and all(None not in w for w in ws):
-            out["cleaner_wchar_minus_own"] = \
-                sum(w1 - w0 for w0, w1 in ws) / PAGE - out["cleaner_own_writes"]
+    own = own_writes(a, b)
+    if own is not None:
+        out["cleaner_own_writes"] = own
+    # The same own count against the cleaners' wchar read by the server
+    # right after it, from the start to 1.5 s after the load (own_end.csv),
+    # when the cleaner has gone quiet and published all its writes.
+    e = read_psql_csv(os.path.join(rawdir, "own_end.csv"))
+    own = own_writes(a, e)
+    ws = [(io_wchar(a.get(r + "_io")), io_wchar(e.get(r + "_io")))
+          for r in ("jit", "bgwriter") if r + "_io" in a]
+    if own is not None and ws and all(None not in w for w in ws):
+        out["cleaner_wchar_minus_own"] = \
+            sum(w1 - w0 for w0, w1 in ws) / PAGE - own
     out["pgss_dealloc"] = num(b.get("pgss_dealloc"))
     if out["pgss_dealloc"]:
         problems.append("pg_stat_statements evicted %d entries: their "
@@ -1324,6 +1338,7 @@ def zero_section(configs, groups, clients):
                           med_span(rs, "p99_vs_nobgw", 3),
                           med_span(rs, "wpx_vs_nobgw", 3),
                           med_span(rs, "cleaner_pct_indep", 2),
+                          fmt(med(rs, "cleaner_pct_indep_evict"), 2),
                           fmt(med(rs, "cleaner_pct"), 2),
                           fmt(med(rs, "cleaner_wakeups_per_s"), 1),
                           fmt(med(rs, "cleaner_cpu_pct"), 2), len(rs)))
@@ -1336,16 +1351,20 @@ def zero_section(configs, groups, clients):
          "checkpointer, below). *cleaner_pct_indep* = 100 × cleaner / "
          "(cleaner + backends) from counts bgw_jit does not produce: the "
          "cleaning processes' `/proc/PID/io` wchar / 8192 and "
-         "`pg_stat_statements.shared_blks_written`; *cleaner_pct "
-         "(extension)* is `bgw_jit_stats`' own figure (`pg_stat_bgwriter`'s "
-         "for core's writer). *wakeups/s*: the cleaning process's context "
-         "switches (voluntary + involuntary) per second; *cleaner CPU %*: "
-         "its utime + stime over the run (one core = 100).", ""]
+         "`pg_stat_statements.shared_blks_written`; *of evictions*: the "
+         "same without the backends' relation extensions, which PostgreSQL "
+         "15 counts as writes and no cleaner can take (their number is in "
+         "the next table); *cleaner_pct (extension)* is "
+         "`bgw_jit_stats`' own figure (`pg_stat_bgwriter`'s for core's "
+         "writer), whose backend count includes extensions too. "
+         "*wakeups/s*: the cleaning process's context switches (voluntary "
+         "+ involuntary) per second; *cleaner CPU %*: its CPU time over "
+         "the run (one core = 100).", ""]
     if not have_nobgw:
         L += ["(No nobgw runs: the ratios need nobgw in `--configs`.)", ""]
     L += [md_table(("config", "clients", "tps ratio", "p99 ratio",
                     "writes/xact ratio", "cleaner_pct_indep",
-                    "cleaner_pct (extension)", "wakeups/s",
+                    "of evictions", "cleaner_pct (extension)", "wakeups/s",
                     "cleaner CPU %", "rounds"), t), ""]
     return L
 
@@ -1381,16 +1400,26 @@ def counts_section(configs, groups, clients):
             "database's relations over the run, i.e. the second kind, which "
             "no cleaner can take. *cleaner wchar/8192*: the bytes the "
             "cleaning processes (bgw_jit's worker and core's writer) passed "
-            "to write calls, from `/proc/PID/io`, in pages; it includes any "
-            "WAL they flushed themselves before writing a page (XLogFlush), "
-            "so *− own* (wchar/8192 minus the cleaner's own count: "
-            "`bgw_jit_stats.buf_clean` + `buf_all_clean`, or "
-            "`pg_stat_bgwriter.buffers_clean`) is mostly that WAL; *write "
-            "calls* is syscw. *checkpointer*: its wchar / 8192 (data pages, "
+            "to write calls, from `/proc/PID/io`, in pages, over pgbench's "
+            "span; it includes any WAL they flushed themselves before "
+            "writing a page (XLogFlush). *write calls* is their syscw: a "
+            "data page is one call, a WAL flush one call for one or more "
+            "pages, so wchar/8192 − write calls ≤ WAL pages. *own count*: "
+            "the cleaner's own count (`bgw_jit_stats.buf_clean` + "
+            "`buf_all_clean`, plus `pg_stat_bgwriter.buffers_clean`) read "
+            "by the server just after pgbench ended; *− own*: the cleaners' "
+            "wchar/8192 minus their own count, both from the start of the "
+            "run to 1.5 s after its end, when the cleaner has gone quiet "
+            "and published every write, each pair read by the server in "
+            "one statement (own count first): the WAL the cleaner flushed "
+            "itself, plus any bgw_jit cycle still unpublished (negative: "
+            "the cleaner counted writes the kernel did not see). "
+            "*checkpointer*: its "
+            "wchar / 8192 (data pages, "
             "plus pg_control, SLRU pages and WAL it wrote). *writes/xact*: "
             "(cleaner + backends + checkpointer) / transactions. *pct of "
             "evictions*: cleaner / (cleaner + backends − extensions). "
-            "*CPU µs/page*: the cleaner's utime + stime over the run per "
+            "*CPU µs/page*: the cleaner's CPU time over the run per "
             "page of wchar/8192. Memory: VmRSS and RssAnon of the cleaning "
             "process at the end of the run (VmRSS includes the shared "
             "buffers it touched).", "",
@@ -1425,7 +1454,7 @@ def idle_section(idles):
             "queries. Over that window (median [min–max] over rounds): the "
             "cleaning process's wake-ups per second (context switches, "
             "voluntary + involuntary, `/proc/PID/status`), its CPU %% "
-            "(utime + stime; 100 = one core), bgw_jit's cycles per second "
+            "(100 = one core), bgw_jit's cycles per second "
             "and hibernations (`bgw_jit_stats`), the pages it wrote "
             "(wchar / 8192), core's writer's wake-ups (it runs in every "
             "configuration) and the cleaner's VmRSS at the end."
@@ -1456,9 +1485,12 @@ Independent counts (issue 10): backends' writes = the rise of
 8192 of bgw_jit's worker plus core's writer; the checkpointer's likewise;
 `cleaner_pct_indep = 100 * cleaner / (cleaner + backends)`;
 `writes_per_xact_indep = (cleaner + backends + checkpointer) /
-transactions`. The cleaner's CPU (utime + stime), wake-ups (voluntary +
-involuntary context switches) and memory (VmRSS, RssAnon) are those of
-bgw_jit's worker when it is loaded, else of core's writer.
+transactions`. The cleaner's CPU time (`/proc/PID/schedstat`'s time on
+CPU, in ns: the total that `stat`'s utime + stime give in 10 ms ticks,
+which are used where schedstat is missing), wake-ups (voluntary +
+involuntary context switches, `/proc/PID/status`) and memory (VmRSS,
+RssAnon) are those of bgw_jit's worker when it is loaded, else of core's
+writer.
 
 The cleaners' own counters: buf_clean/buf_alloc/maxwritten_clean come from
 `bgw_jit_stats` when bgw_jit ran, else from `pg_stat_bgwriter`;
