@@ -523,6 +523,7 @@ RESULT_COLS = [
     # counts bgw_jit does not produce (see HOW_MEASURED) and issue 10's
     # ratios against nobgw in the same round
     "backend_pgss", "backend_extend", "backend_evict", "pgss_dealloc",
+    "unused_buffers_at_start",
     "cleaner_wchar_pages", "cleaner_syscw", "cleaner_own_writes",
     "cleaner_wchar_minus_own", "checkpointer_wchar_pages",
     "checkpointer_syscw", "total_writes_indep", "writes_per_xact_indep",
@@ -619,6 +620,7 @@ def pgss_figures(rawdir):
     if own is not None and ws and all(None not in w for w in ws):
         out["cleaner_wchar_minus_own"] = \
             sum(w1 - w0 for w0, w1 in ws) / PAGE - own
+    out["unused_buffers_at_start"] = num(a.get("unused_buffers"))
     out["pgss_dealloc"] = num(b.get("pgss_dealloc"))
     if out["pgss_dealloc"]:
         problems.append("pg_stat_statements evicted %d entries: their "
@@ -626,20 +628,28 @@ def pgss_figures(rawdir):
     return out, problems
 
 
+def run_start(rawdir, keys):
+    """A raw directory's meta.env, the cleaner and its settings as the
+    server reported them, whether bgw_jit cleaned, and a row holding
+    meta's values of keys."""
+    meta = read_env(os.path.join(rawdir, "meta.env"))
+    cs = cleaner_settings(meta, read_env(os.path.join(rawdir,
+                                                      "settings.env")))
+    return meta, cs, cs["cleaner"] == "bgw_jit", \
+        {k: meta.get(k) for k in keys}
+
+
 def cmd_run_figures(args):
     rawdir, outdir = args
-    meta = read_env(os.path.join(rawdir, "meta.env"))
-    settings = read_env(os.path.join(rawdir, "settings.env"))
+    meta, cs, jit, row = run_start(rawdir, (
+        "run_id", "config", "info", "round", "workload", "clients", "scale",
+        "shared_buffers", "checkpoints"))
     final = read_psql_csv(os.path.join(rawdir, "final.csv"))
     reload_ = read_psql_csv(os.path.join(rawdir, "reload.csv"))
     pb = parse_pgbench(rawdir)
-    row = {k: meta.get(k) for k in ("run_id", "config", "info", "round",
-                                    "workload", "clients", "scale",
-                                    "shared_buffers", "checkpoints")}
     row["duration_s"] = meta.get("duration")
-    row.update(cleaner_settings(meta, settings))
+    row.update(cs)
     problems = []
-    jit = row["cleaner"] == "bgw_jit"
 
     row.update({k: pb[k] for k in ("tps", "xacts", "failed_xacts",
                                    "lat_mean_ms", "lat_p50_ms",
@@ -798,13 +808,9 @@ STEP_COLS = ["run_id", "config", "info", "round", "cleaner", "multiplier",
 
 def cmd_step_figures(args):
     rawdir, outdir = args
-    meta = read_env(os.path.join(rawdir, "meta.env"))
-    settings = read_env(os.path.join(rawdir, "settings.env"))
-    cs = cleaner_settings(meta, settings)
-    jit = cs["cleaner"] == "bgw_jit"
+    meta, cs, jit, row = run_start(rawdir, ("run_id", "config", "info",
+                                            "round", "idle_s"))
     pb = parse_pgbench(rawdir)
-    row = {k: meta.get(k) for k in ("run_id", "config", "info", "round",
-                                    "idle_s")}
     row.update(cleaner=cs["cleaner"], multiplier=cs["multiplier"],
                delay_ms=cs["delay_ms"], tps=pb["tps"])
     problems = []
@@ -918,12 +924,9 @@ IDLE_COLS = ["run_id", "config", "info", "round", "cleaner", "jit_settings",
 
 def cmd_idle_figures(args):
     rawdir, outdir = args
-    meta = read_env(os.path.join(rawdir, "meta.env"))
-    settings = read_env(os.path.join(rawdir, "settings.env"))
-    cs = cleaner_settings(meta, settings)
-    jit = cs["cleaner"] == "bgw_jit"
-    row = {k: meta.get(k) for k in ("run_id", "config", "info", "round",
-                                    "idle_s", "idle_warmup_s")}
+    meta, cs, jit, row = run_start(rawdir, ("run_id", "config", "info",
+                                            "round", "idle_s",
+                                            "idle_warmup_s"))
     row.update(cleaner=cs["cleaner"], jit_settings=cs["jit_settings"])
     pf, (t0, t1), problems = proc_figures(rawdir, meta)
     row.update(pf)
@@ -1371,25 +1374,32 @@ def zero_section(configs, groups, clients):
 
 def counts_section(configs, groups, clients):
     """The independent write counts and the cleaner's costs (medians)."""
-    mb = lambda rs, col: fmt(None if med(rs, col) is None
-                             else med(rs, col) / 1024, 1)
+    cold = [num(r.get("unused_buffers_at_start")) or 0
+            for rs in groups.values() for r in rs]
+    cold = [x for x in cold if x > 0]
+    note = []
+    if cold:
+        note = ["%d run(s) started with buffers never used since the "
+                "restart (at most %d): until those ran out, backends "
+                "evicted nothing (`unused_buffers_at_start` in "
+                "results.csv; `--warmup` fills the pool first)."
+                % (len(cold), max(cold)), ""]
+    # (column, digits, divisor) of each cell: medians over rounds
+    cols = [("backend_pgss", 0, 1), ("backend_extend", 0, 1),
+            ("cleaner_wchar_pages", 0, 1), ("cleaner_syscw", 0, 1),
+            ("cleaner_own_writes", 0, 1), ("cleaner_wchar_minus_own", 0, 1),
+            ("checkpointer_wchar_pages", 0, 1),
+            ("writes_per_xact_indep", 3, 1), ("cleaner_pct_indep_evict", 2, 1),
+            ("cleaner_cpu_us_per_page", 1, 1), ("cleaner_vmrss_kb", 1, 1024),
+            ("cleaner_rssanon_kb", 1, 1024)]
     t = []
     for cfg in configs:
         for c in clients:
             rs = groups.get((cfg, c))
             if rs:
-                t.append((cfg, c, fmt(med(rs, "backend_pgss")),
-                          fmt(med(rs, "backend_extend")),
-                          fmt(med(rs, "cleaner_wchar_pages")),
-                          fmt(med(rs, "cleaner_syscw")),
-                          fmt(med(rs, "cleaner_own_writes")),
-                          fmt(med(rs, "cleaner_wchar_minus_own")),
-                          fmt(med(rs, "checkpointer_wchar_pages")),
-                          fmt(med(rs, "writes_per_xact_indep"), 3),
-                          fmt(med(rs, "cleaner_pct_indep_evict"), 2),
-                          fmt(med(rs, "cleaner_cpu_us_per_page"), 1),
-                          mb(rs, "cleaner_vmrss_kb"),
-                          mb(rs, "cleaner_rssanon_kb")))
+                t.append([cfg, c] + [
+                    fmt(None if med(rs, k) is None else med(rs, k) / div, d)
+                    for k, d, div in cols])
     return ["## Independent write counts and the cleaner's costs (medians)",
             "",
             "*backends*: the rise of `sum(shared_blks_written)` in "
@@ -1427,7 +1437,7 @@ def counts_section(configs, groups, clients):
                       "cleaner wchar/8192", "write calls", "own count",
                       "− own", "checkpointer", "writes/xact",
                       "pct of evictions", "CPU µs/page", "VmRSS MB",
-                      "RssAnon MB"), t), ""]
+                      "RssAnon MB"), t), ""] + note
 
 
 def idle_section(idles):
