@@ -495,6 +495,7 @@ def cleaner_settings(meta, settings):
                             if k.startswith("bgw_jit."))
     if meta.get("jit_loaded") == "1":
         return {"cleaner": "bgw_jit",
+                "nbuffers": settings.get("shared_buffers"),
                 "strategy": settings.get("bgw_jit.strategy") or "jit",
                 "multiplier": settings.get("bgw_jit.lru_multiplier"),
                 "delay_ms": settings.get("bgw_jit.delay"),
@@ -505,6 +506,7 @@ def cleaner_settings(meta, settings):
     maxpages = num(settings.get("bgwriter_lru_maxpages"))
     cleaner = "builtin" if maxpages and maxpages > 0 else "none"
     return {"cleaner": cleaner, "strategy": cleaner,
+            "nbuffers": settings.get("shared_buffers"),
             "multiplier": settings.get("bgwriter_lru_multiplier"),
             "delay_ms": settings.get("bgwriter_delay"),
             "maxpages": settings.get("bgwriter_lru_maxpages"),
@@ -523,9 +525,9 @@ RESULT_COLS = [
     # counts bgw_jit does not produce (see HOW_MEASURED) and issue 10's
     # ratios against nobgw in the same round
     "backend_pgss", "backend_extend", "backend_evict", "pgss_dealloc",
-    "unused_buffers_at_start",
+    "unused_buffers_at_start", "alloc_laps", "warmup_s", "warmup_alloc",
     "cleaner_wchar_pages", "cleaner_syscw", "cleaner_own_writes",
-    "cleaner_wchar_minus_own", "checkpointer_wchar_pages",
+    "cleaner_wchar_quiet_pages", "cleaner_own_quiet", "cleaner_wchar_minus_own", "checkpointer_wchar_pages",
     "checkpointer_syscw", "total_writes_indep", "writes_per_xact_indep",
     "cleaner_pct_indep", "cleaner_pct_indep_evict",
     "tps_vs_nobgw", "p99_vs_nobgw", "wpx_vs_nobgw",
@@ -618,8 +620,9 @@ def pgss_figures(rawdir):
     ws = [(io_wchar(a.get(r + "_io")), io_wchar(e.get(r + "_io")))
           for r in ("jit", "bgwriter") if r + "_io" in a]
     if own is not None and ws and all(None not in w for w in ws):
-        out["cleaner_wchar_minus_own"] = \
-            sum(w1 - w0 for w0, w1 in ws) / PAGE - own
+        out["cleaner_own_quiet"] = own
+        out["cleaner_wchar_quiet_pages"] = sum(w1 - w0 for w0, w1 in ws) / PAGE
+        out["cleaner_wchar_minus_own"] = out["cleaner_wchar_quiet_pages"] - own
     out["unused_buffers_at_start"] = num(a.get("unused_buffers"))
     out["pgss_dealloc"] = num(b.get("pgss_dealloc"))
     if out["pgss_dealloc"]:
@@ -699,6 +702,12 @@ def cmd_run_figures(args):
     problems += gerr
     row.update(gf)
     independent_writes(row, pb["xacts"])
+    # how many times the clock hand went round the pool during the run
+    nbuf = num(cs.get("nbuffers"))
+    if nbuf and row.get("stat_buffers_alloc") is not None:
+        row["alloc_laps"] = row["stat_buffers_alloc"] / nbuf
+    row["warmup_s"], row["warmup_alloc"] = (meta.get("warmup_s"),
+                                            meta.get("warmup_alloc"))
     if jit and row.get("jit_cycles") is not None and t1:
         row["jit_cycles_per_s"] = row["jit_cycles"] / (t1 - t0)
 
@@ -1385,9 +1394,11 @@ def counts_section(configs, groups, clients):
                 "results.csv; `--warmup` fills the pool first)."
                 % (len(cold), max(cold)), ""]
     # (column, digits, divisor) of each cell: medians over rounds
-    cols = [("backend_pgss", 0, 1), ("backend_extend", 0, 1),
+    cols = [("alloc_laps", 1, 1), ("backend_pgss", 0, 1),
+            ("backend_extend", 0, 1),
             ("cleaner_wchar_pages", 0, 1), ("cleaner_syscw", 0, 1),
-            ("cleaner_own_writes", 0, 1), ("cleaner_wchar_minus_own", 0, 1),
+            ("cleaner_wchar_quiet_pages", 0, 1), ("cleaner_own_quiet", 0, 1),
+            ("cleaner_wchar_minus_own", 0, 1),
             ("checkpointer_wchar_pages", 0, 1),
             ("writes_per_xact_indep", 3, 1), ("cleaner_pct_indep_evict", 2, 1),
             ("cleaner_cpu_us_per_page", 1, 1), ("cleaner_vmrss_kb", 1, 1024),
@@ -1402,7 +1413,11 @@ def counts_section(configs, groups, clients):
                     for k, d, div in cols])
     return ["## Independent write counts and the cleaner's costs (medians)",
             "",
-            "*backends*: the rise of `sum(shared_blks_written)` in "
+            "*pool laps*: buffers allocated during the run "
+            "(`pg_stat_bgwriter.buffers_alloc`) over `shared_buffers`: "
+            "below 1, the clock hand met only pages cleaned by the "
+            "CHECKPOINT before the run or dirtied before it (see "
+            "`--warmup`). *backends*: the rise of `sum(shared_blks_written)` in "
             "`pg_stat_statements` (reset before each run; every statement "
             "tracked, planning included). PostgreSQL 15 counts there both "
             "the dirty buffers a backend writes out and each block it adds "
@@ -1414,16 +1429,16 @@ def counts_section(configs, groups, clients):
             "span; it includes any WAL they flushed themselves before "
             "writing a page (XLogFlush). *write calls* is their syscw: a "
             "data page is one call, a WAL flush one call for one or more "
-            "pages, so wchar/8192 − write calls ≤ WAL pages. *own count*: "
-            "the cleaner's own count (`bgw_jit_stats.buf_clean` + "
-            "`buf_all_clean`, plus `pg_stat_bgwriter.buffers_clean`) read "
-            "by the server just after pgbench ended; *− own*: the cleaners' "
-            "wchar/8192 minus their own count, both from the start of the "
-            "run to 1.5 s after its end, when the cleaner has gone quiet "
-            "and published every write, each pair read by the server in "
-            "one statement (own count first): the WAL the cleaner flushed "
-            "itself, plus any bgw_jit cycle still unpublished (negative: "
-            "the cleaner counted writes the kernel did not see). "
+            "pages, so wchar/8192 − write calls ≤ WAL pages. *Until quiet*: "
+            "from the start of the run to 1.5 s after its end, when the "
+            "cleaner has gone quiet and published every write, the "
+            "cleaners' wchar/8192 and their *own count* "
+            "(`bgw_jit_stats.buf_clean` + `buf_all_clean`, plus "
+            "`pg_stat_bgwriter.buffers_clean`), each pair read by the "
+            "server in one statement, own count first; the *difference* is "
+            "the WAL the cleaner flushed itself, plus any bgw_jit cycle "
+            "still unpublished (negative: the cleaner counted writes the "
+            "kernel did not see). "
             "*checkpointer*: its "
             "wchar / 8192 (data pages, "
             "plus pg_control, SLRU pages and WAL it wrote). *writes/xact*: "
@@ -1433,9 +1448,11 @@ def counts_section(configs, groups, clients):
             "page of wchar/8192. Memory: VmRSS and RssAnon of the cleaning "
             "process at the end of the run (VmRSS includes the shared "
             "buffers it touched).", "",
-            md_table(("config", "clients", "backends", "extensions",
-                      "cleaner wchar/8192", "write calls", "own count",
-                      "− own", "checkpointer", "writes/xact",
+            md_table(("config", "clients", "pool laps", "backends",
+                      "extensions",
+                      "cleaner wchar/8192", "write calls",
+                      "until quiet: wchar/8192", "own count", "difference",
+                      "checkpointer", "writes/xact",
                       "pct of evictions", "CPU µs/page", "VmRSS MB",
                       "RssAnon MB"), t), ""] + note
 
