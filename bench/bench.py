@@ -1143,8 +1143,8 @@ def cmd_report(args):
                  % (meta.get("scale"), meta.get("rounds"),
                     ", ".join(meta.get("step_configs", "").split())))
     if meta.get("workload"):
-        L.append("Workload: %s (%s); shared_buffers %s; warm-up %s s after "
-                 "each restart" % (meta.get("workload"),
+        L.append("Workload: %s (%s); shared_buffers %s; warm-up %s s before "
+                 "each run (`--warmup`)" % (meta.get("workload"),
                                    WORKLOADS.get(meta.get("workload"), "?"),
                                    meta.get("shared_buffers"),
                                    meta.get("warmup")))
@@ -1388,11 +1388,11 @@ def counts_section(configs, groups, clients):
     cold = [x for x in cold if x > 0]
     note = []
     if cold:
-        note = ["%d run(s) started with buffers never used since the "
-                "restart (at most %d): until those ran out, backends "
-                "evicted nothing (`unused_buffers_at_start` in "
-                "results.csv; `--warmup` fills the pool first)."
-                % (len(cold), max(cold)), ""]
+        note = ["%d run(s) started with free buffers (holding no page: "
+                "unused since the restart, or emptied by a TRUNCATE; at "
+                "most %d): until those ran out, backends evicted nothing "
+                "(`unused_buffers_at_start` in results.csv; `--warmup` "
+                "fills the pool first)." % (len(cold), max(cold)), ""]
     # (column, digits, divisor) of each cell: medians over rounds
     cols = [("alloc_laps", 1, 1), ("backend_pgss", 0, 1),
             ("backend_extend", 0, 1),
