@@ -590,7 +590,7 @@ def own_writes(a, b):
 def pgss_figures(rawdir):
     """Backends' writes over a run from pg_stat_statements (pgss0/1.csv):
     backend_pgss, the rise of sum(shared_blks_written); backend_extend,
-    the blocks this database's relations grew by (each one a backend's
+    the blocks the user relations grew by (each one a backend's
     extension, which PostgreSQL 15 counts as a written block);
     backend_evict, the rest: dirty buffers backends wrote out.  Also the
     cleaners' own write counts read in the same statements
@@ -1422,7 +1422,7 @@ def counts_section(configs, groups, clients):
             "tracked, planning included). PostgreSQL 15 counts there both "
             "the dirty buffers a backend writes out and each block it adds "
             "to a relation; *extensions* is the growth in blocks of the "
-            "database's relations over the run, i.e. the second kind, which "
+            "user relations over the run, i.e. the second kind, which "
             "no cleaner can take. *cleaner wchar/8192*: the bytes the "
             "cleaning processes (bgw_jit's worker and core's writer) passed "
             "to write calls, from `/proc/PID/io`, in pages, over pgbench's "
@@ -1501,7 +1501,7 @@ truncated, a CHECKPOINT, a reload and 1.5 s of settling, then
 `bgw_jit_reset()`; `/proc` of bgw_jit's worker, core's background writer
 and the checkpointer (pids from `pg_stat_activity`, asked again every run)
 is read just before pgbench starts (`-n -c C -j C -T D -P 1 -l`) and just
-after it ends, then `pg_stat_statements` (and this database's relation
+after it ends, then `pg_stat_statements` (and the user relations'
 sizes, for the extensions). Then one statement reads the cleaners' own
 counters and sends `pg_reload_conf()`, which makes the checkpointer fold
 the backends' write counts into `buffers_backend`; 1.5 s later
