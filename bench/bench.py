@@ -350,7 +350,8 @@ def proc_figures(rawdir, meta):
 
     for role in PROC_ROLES:
         pid = p0.get(role + "_pid")
-        if pid is None:
+        if pid is None:         # not running: it wrote nothing
+            out[role + "_wchar_pages"] = out[role + "_syscw"] = 0
             continue
         if p1.get(role + "_pid") != pid or \
                 p1.get(role + "_starttime") != p0.get(role + "_starttime"):
@@ -391,15 +392,16 @@ def cleaner_figures(jit, pf):
     """The cleaner's figures from proc_figures(): writes of bgw_jit's
     worker and core's writer together (whichever cleans, both count);
     CPU, wake-ups and memory of the one that cleans (bgw_jit's worker when
-    loaded, else core's writer).  Missing processes count as zero writes."""
+    loaded, else core's writer).  A process that was not running counts
+    as zero writes (proc_figures), one that could not be read as missing."""
     who = "jit" if jit else "bgwriter"
     out = {"cleaner_" + k: pf.get(who + "_" + k) for k in (
         "cpu_s", "cpu_s_per_s", "wakeups_per_s", "vcsw_per_s", "nvcsw_per_s",
         "runq_wait_ms_per_s",
         "vmrss_kb", "rssanon_kb", "rssshmem_kb")}
     for k in ("wchar_pages", "syscw"):
-        out["cleaner_" + k] = sum(pf.get(r + "_" + k) or 0
-                                  for r in ("jit", "bgwriter"))
+        v = [pf.get(r + "_" + k) for r in ("jit", "bgwriter")]
+        out["cleaner_" + k] = None if None in v else sum(v)
     if out["cleaner_cpu_s_per_s"] is not None:
         out["cleaner_cpu_pct"] = 100.0 * out["cleaner_cpu_s_per_s"]
     return out
@@ -727,7 +729,8 @@ def cmd_run_figures(args):
     elif jit:
         problems.append("no bgw_jit_history")
 
-    cleaner_ran = (("jit" if jit else "bgwriter") + "_wchar_pages") in pf
+    cleaner_ran = (("jit" if jit else "bgwriter") + "_pid") in read_env(
+        os.path.join(rawdir, "proc0.env"))
     for k in REQUIRED + (REQUIRED_IF_CLEANER if cleaner_ran else []):
         if row.get(k) is None:
             problems.append("missing " + k)
@@ -754,8 +757,8 @@ def independent_writes(row, xacts):
     """Issue 10's counts: total writes and cleaner_pct from the kernel's
     and pg_stat_statements' counts, and the cleaner's own count beside."""
     cl, be = row.get("cleaner_wchar_pages"), row.get("backend_pgss")
-    ck = row.get("checkpointer_wchar_pages") or 0
-    if cl is None or be is None:
+    ck = row.get("checkpointer_wchar_pages")
+    if None in (cl, be, ck):
         return
     row["total_writes_indep"] = cl + be + ck
     if xacts:
