@@ -11,8 +11,10 @@ Subcommands (all called by bench/run):
   configs FILE SELECTION      resolve names/@groups to configuration names
   config-lines FILE NAME      the postgresql.conf lines of a configuration
   config-info FILE NAME       its human description (seed 000's "info")
+  preload-line LIST           shared_preload_libraries = LIST, composed
   run-figures RAWDIR OUTDIR   one measured run -> results.csv + series
   step-figures RAWDIR OUTDIR  one load-step run -> step.csv + series
+  idle-figures RAWDIR OUTDIR  one idle window -> idle.csv
   report OUTDIR               summary.md and PNGs; exit 1 if anything failed
 """
 
@@ -177,11 +179,36 @@ def cmd_configs(args):
     print("\n".join(resolve(configs, groups, args[1])))
 
 
+# Preloaded in every configuration: the backends' write count comes from
+# it, so that no figure of cleaner_pct_indep is bgw_jit's own.
+ALWAYS_PRELOADED = ["pg_stat_statements"]
+PRELOAD_RE = re.compile(r"^\s*shared_preload_libraries\s*=?\s*(.*?)\s*(#.*)?$")
+
+
+def preload_line(value):
+    """shared_preload_libraries = VALUE with ALWAYS_PRELOADED in front:
+    a configuration's '' means 'without bgw_jit', not 'nothing'."""
+    v = value.strip()
+    if len(v) >= 2 and v[0] == v[-1] == "'":
+        v = v[1:-1]
+    libs = [x.strip() for x in v.split(",") if x.strip()]
+    libs = ALWAYS_PRELOADED + [x for x in libs if x not in ALWAYS_PRELOADED]
+    return "shared_preload_libraries = '%s'" % ",".join(libs)
+
+
+def cmd_preload_line(args):
+    print(preload_line(args[0]))
+
+
 def cmd_config_lines(args):
     configs, _, _ = parse_configs(args[0])
     if args[1] not in configs:
         die("unknown configuration: " + args[1])
-    print("\n".join(configs[args[1]]["lines"]))
+    out = []
+    for line in configs[args[1]]["lines"]:
+        m = PRELOAD_RE.match(line)
+        out.append(preload_line(m.group(1)) if m else line)
+    print("\n".join(out))
 
 
 def cmd_config_info(args):
@@ -291,13 +318,93 @@ def trailing_rate(ts, vs, window):
     return out
 
 
-def cpu_per_s(meta, which):
-    t0, t1 = num(meta.get("cpu_t0")), num(meta.get("cpu_t1"))
-    a, b = num(meta.get(which + "_ticks0")), num(meta.get(which + "_ticks1"))
+PAGE = 8192      # BLCKSZ: wchar / PAGE is the pages a process wrote
+PROC_ROLES = ("jit", "bgwriter", "checkpointer")
+
+
+def proc_figures(rawdir, meta):
+    """/proc reads around a window (proc0.env, proc1.env from bench/run).
+
+    Per process role (jit: bgw_jit's worker, bgwriter: core's background
+    writer, checkpointer): its kernel write count over the window (wchar
+    bytes / 8192, which includes any WAL the process flushed itself), its
+    write calls (syscw), CPU seconds per second (schedstat's run time, else
+    utime + stime), run-queue wait (ms per second), wake-ups
+    per second (voluntary + involuntary context switches) and memory at
+    the end (kB).  A process that was not running has no entries; one
+    that was replaced or vanished during the window is a problem.
+    Returns (figures, window seconds, problems).
+    """
+    p0 = read_env(os.path.join(rawdir, "proc0.env"))
+    p1 = read_env(os.path.join(rawdir, "proc1.env"))
     hz = num(meta.get("clk_tck")) or 100
-    if None in (t0, t1, a, b) or t1 <= t0:
-        return None
-    return (b - a) / hz / (t1 - t0)
+    t0, t1 = num(p0.get("t")), num(p1.get("t"))
+    out, problems = {}, []
+    if None in (t0, t1) or t1 <= t0:
+        return out, (None, None), ["no /proc reads around the window"]
+    dt = t1 - t0
+
+    def d(role, key):
+        a, b = num(p0.get(role + "_" + key)), num(p1.get(role + "_" + key))
+        return None if a is None or b is None else b - a
+
+    for role in PROC_ROLES:
+        pid = p0.get(role + "_pid")
+        if pid is None:         # not running: it wrote nothing
+            out[role + "_wchar_pages"] = out[role + "_syscw"] = 0
+            continue
+        if p1.get(role + "_pid") != pid or \
+                p1.get(role + "_starttime") != p0.get(role + "_starttime"):
+            problems.append("%s process %s gone or replaced during the run"
+                            % (role, pid))
+            continue
+        w, u, st = d(role, "wchar"), d(role, "utime"), d(role, "stime")
+        run, wait = d(role, "sched_run_ns"), d(role, "sched_wait_ns")
+        v, nv = (d(role, "voluntary_ctxt_switches"),
+                 d(role, "nonvoluntary_ctxt_switches"))
+        out[role + "_wchar_pages"] = None if w is None else w / PAGE
+        out[role + "_syscw"] = d(role, "syscw")
+        # CPU time: schedstat's, in ns, where the kernel has it; utime +
+        # stime is the same total in clock ticks (10 ms), too coarse for
+        # an idle worker
+        if run is not None:
+            out[role + "_cpu_s"] = run / 1e9
+        elif None not in (u, st):
+            out[role + "_cpu_s"] = (u + st) / hz
+        if out.get(role + "_cpu_s") is not None:
+            out[role + "_cpu_s_per_s"] = out[role + "_cpu_s"] / dt
+        if wait is not None:
+            out[role + "_runq_wait_ms_per_s"] = wait / 1e6 / dt
+        if None not in (v, nv):
+            out[role + "_vcsw_per_s"] = v / dt
+            out[role + "_nvcsw_per_s"] = nv / dt
+            out[role + "_wakeups_per_s"] = (v + nv) / dt
+        for k, col in (("VmRSS", "vmrss_kb"), ("RssAnon", "rssanon_kb"),
+                       ("RssShmem", "rssshmem_kb")):
+            out[role + "_" + col] = num(p1.get(role + "_" + k))
+        for k in ("wchar_pages", "syscw", "cpu_s_per_s", "wakeups_per_s"):
+            if out.get(role + "_" + k) is None:
+                problems.append("no %s of the %s process" % (k, role))
+    return out, (t0, t1), problems
+
+
+def cleaner_figures(jit, pf):
+    """The cleaner's figures from proc_figures(): writes of bgw_jit's
+    worker and core's writer together (whichever cleans, both count);
+    CPU, wake-ups and memory of the one that cleans (bgw_jit's worker when
+    loaded, else core's writer).  A process that was not running counts
+    as zero writes (proc_figures), one that could not be read as missing."""
+    who = "jit" if jit else "bgwriter"
+    out = {"cleaner_" + k: pf.get(who + "_" + k) for k in (
+        "cpu_s", "cpu_s_per_s", "wakeups_per_s", "vcsw_per_s", "nvcsw_per_s",
+        "runq_wait_ms_per_s",
+        "vmrss_kb", "rssanon_kb", "rssshmem_kb")}
+    for k in ("wchar_pages", "syscw"):
+        v = [pf.get(r + "_" + k) for r in ("jit", "bgwriter")]
+        out["cleaner_" + k] = None if None in v else sum(v)
+    if out["cleaner_cpu_s_per_s"] is not None:
+        out["cleaner_cpu_pct"] = 100.0 * out["cleaner_cpu_s_per_s"]
+    return out
 
 
 def accuracy(history):
@@ -380,31 +487,59 @@ def end_counters(jit, reload_, final):
 
 
 def cleaner_settings(meta, settings):
-    """Which cleaner ran and with what settings, as the server reported."""
+    """Which cleaner ran and with what settings, as the server reported.
+
+    Values are kept as the server spells them (a setting may be 'auto'),
+    and jit_settings lists every bgw_jit.* setting the server knows, so a
+    new one shows up without a change here."""
+    jit_settings = " ".join("%s=%s" % (k[len("bgw_jit."):], v)
+                            for k, v in sorted(settings.items())
+                            if k.startswith("bgw_jit."))
     if meta.get("jit_loaded") == "1":
         return {"cleaner": "bgw_jit",
+                "nbuffers": settings.get("shared_buffers"),
                 "strategy": settings.get("bgw_jit.strategy") or "jit",
-                "multiplier": num(settings.get("bgw_jit.lru_multiplier")),
-                "delay_ms": num(settings.get("bgw_jit.delay")),
-                "maxpages": num(settings.get("bgw_jit.lru_maxpages")),
-                "smoothing": num(settings.get("bgw_jit.smoothing_samples")),
-                "history_size": num(settings.get("bgw_jit.history_size"))}
+                "multiplier": settings.get("bgw_jit.lru_multiplier"),
+                "delay_ms": settings.get("bgw_jit.delay"),
+                "maxpages": settings.get("bgw_jit.lru_maxpages"),
+                "smoothing": settings.get("bgw_jit.smoothing_samples"),
+                "history_size": settings.get("bgw_jit.history_size"),
+                "jit_settings": jit_settings}
     maxpages = num(settings.get("bgwriter_lru_maxpages"))
     cleaner = "builtin" if maxpages and maxpages > 0 else "none"
     return {"cleaner": cleaner, "strategy": cleaner,
-            "multiplier": num(settings.get("bgwriter_lru_multiplier")),
-            "delay_ms": num(settings.get("bgwriter_delay")),
-            "maxpages": maxpages, "smoothing": 16, "history_size": None}
+            "nbuffers": settings.get("shared_buffers"),
+            "multiplier": settings.get("bgwriter_lru_multiplier"),
+            "delay_ms": settings.get("bgwriter_delay"),
+            "maxpages": settings.get("bgwriter_lru_maxpages"),
+            "smoothing": "16", "history_size": None, "jit_settings": None}
 
 
 # ---------------------------------------------------------------------------
 # run-figures
 
 RESULT_COLS = [
-    "run_id", "config", "info", "round", "clients", "scale", "duration_s",
+    "run_id", "config", "info", "round", "workload", "clients", "scale",
+    "shared_buffers", "duration_s",
     "checkpoints", "cleaner", "strategy", "multiplier", "delay_ms", "maxpages",
-    "smoothing", "history_size",
+    "smoothing", "history_size", "jit_settings",
     "tps", "xacts", "failed_xacts", "lat_mean_ms", "lat_p50_ms", "lat_p99_ms",
+    # counts bgw_jit does not produce (see HOW_MEASURED) and issue 10's
+    # ratios against nobgw in the same round
+    "backend_pgss", "backend_extend", "backend_evict", "pgss_dealloc",
+    "unused_buffers_at_start", "alloc_laps", "warmup_s", "warmup_alloc",
+    "cleaner_wchar_pages", "cleaner_syscw", "cleaner_own_writes",
+    "cleaner_wchar_quiet_pages", "cleaner_own_quiet", "cleaner_wchar_minus_own", "checkpointer_wchar_pages",
+    "checkpointer_syscw", "total_writes_indep", "writes_per_xact_indep",
+    "cleaner_pct_indep", "cleaner_pct_indep_evict",
+    "tps_vs_nobgw", "p99_vs_nobgw", "wpx_vs_nobgw",
+    "cleaner_cpu_pct", "cleaner_wakeups_per_s", "cleaner_vcsw_per_s",
+    "cleaner_nvcsw_per_s", "cleaner_runq_wait_ms_per_s",
+    "cleaner_cpu_us_per_page", "cleaner_vmrss_kb",
+    "cleaner_rssanon_kb", "cleaner_rssshmem_kb",
+    "jit_wchar_pages", "jit_syscw", "jit_wakeups_per_s", "jit_cycles_per_s",
+    "bgwriter_wchar_pages", "bgwriter_syscw", "bgwriter_wakeups_per_s",
+    # the cleaners' own counters (bgw_jit_stats, else pg_stat_bgwriter)
     "buf_clean", "buf_backend", "buf_alloc", "maxwritten_clean",
     "buffers_checkpoint", "buf_all_clean", "cleaner_pct", "total_writes",
     "writes_per_xact", "total_vs_nobgw_same_round",
@@ -427,22 +562,99 @@ RESULT_COLS = [
 # a broken workload here).
 REQUIRED = ["tps", "lat_mean_ms", "lat_p99_ms", "buf_clean", "buf_backend",
             "buf_alloc", "maxwritten_clean", "buffers_checkpoint",
-            "cleaner_pct", "total_writes", "cleaner_cpu_s_per_s"]
+            "cleaner_pct", "total_writes", "backend_pgss", "backend_extend",
+            "cleaner_wchar_pages", "checkpointer_wchar_pages",
+            "total_writes_indep", "writes_per_xact_indep",
+            "cleaner_pct_indep"]
+# ... and these when the cleaning process was running (it always is:
+# core's writer runs even when it does not clean)
+REQUIRED_IF_CLEANER = ["cleaner_cpu_s_per_s", "cleaner_wakeups_per_s",
+                       "cleaner_vmrss_kb", "cleaner_rssanon_kb"]
+
+
+def io_wchar(text):
+    """wchar of a /proc/PID/io text, or None."""
+    m = re.search(r"^wchar:\s*(\d+)", text or "", re.M)
+    return int(m.group(1)) if m else None
+
+
+def own_writes(a, b):
+    """The cleaners' own write counts' rise between two reads of
+    own_io_sql (bench/run): bgw_jit_stats' plus pg_stat_bgwriter's."""
+    if num(a.get("stat_buffers_clean")) is None or \
+            num(b.get("stat_buffers_clean")) is None:
+        return None
+    return sum(num(b.get(k)) - num(a.get(k))
+               for k in ("stat_buffers_clean", "jit_own")
+               if num(a.get(k)) is not None and num(b.get(k)) is not None)
+
+
+def pgss_figures(rawdir):
+    """Backends' writes over a run from pg_stat_statements (pgss0/1.csv):
+    backend_pgss, the rise of sum(shared_blks_written); backend_extend,
+    the blocks the user relations grew by (each one a backend's
+    extension, which PostgreSQL 15 counts as a written block);
+    backend_evict, the rest: dirty buffers backends wrote out.  Also the
+    cleaners' own write counts read in the same statements
+    (cleaner_own_writes: bgw_jit_stats' plus pg_stat_bgwriter's)."""
+    a = read_psql_csv(os.path.join(rawdir, "pgss0.csv"))
+    b = read_psql_csv(os.path.join(rawdir, "pgss1.csv"))
+    out, problems = {}, []
+    w0, w1 = num(a.get("pgss_written")), num(b.get("pgss_written"))
+    r0, r1 = num(a.get("rel_blocks")), num(b.get("rel_blocks"))
+    if None not in (w0, w1):
+        out["backend_pgss"] = w1 - w0
+    if None not in (r0, r1):
+        out["backend_extend"] = r1 - r0
+    if None not in (out.get("backend_pgss"), out.get("backend_extend")):
+        out["backend_evict"] = out["backend_pgss"] - out["backend_extend"]
+        if out["backend_evict"] < 0:
+            problems.append("relations grew by more blocks than "
+                            "pg_stat_statements counted written")
+    own = own_writes(a, b)
+    if own is not None:
+        out["cleaner_own_writes"] = own
+    # The same own count against the cleaners' wchar read by the server
+    # right after it, from the start to 1.5 s after the load (own_end.csv),
+    # when the cleaner has gone quiet and published all its writes.
+    e = read_psql_csv(os.path.join(rawdir, "own_end.csv"))
+    own = own_writes(a, e)
+    ws = [(io_wchar(a.get(r + "_io")), io_wchar(e.get(r + "_io")))
+          for r in ("jit", "bgwriter") if r + "_io" in a]
+    if own is not None and ws and all(None not in w for w in ws):
+        out["cleaner_own_quiet"] = own
+        out["cleaner_wchar_quiet_pages"] = sum(w1 - w0 for w0, w1 in ws) / PAGE
+        out["cleaner_wchar_minus_own"] = out["cleaner_wchar_quiet_pages"] - own
+    out["unused_buffers_at_start"] = num(a.get("unused_buffers"))
+    out["pgss_dealloc"] = num(b.get("pgss_dealloc"))
+    if out["pgss_dealloc"]:
+        problems.append("pg_stat_statements evicted %d entries: their "
+                        "writes are lost" % out["pgss_dealloc"])
+    return out, problems
+
+
+def run_start(rawdir, keys):
+    """A raw directory's meta.env, the cleaner and its settings as the
+    server reported them, whether bgw_jit cleaned, and a row holding
+    meta's values of keys."""
+    meta = read_env(os.path.join(rawdir, "meta.env"))
+    cs = cleaner_settings(meta, read_env(os.path.join(rawdir,
+                                                      "settings.env")))
+    return meta, cs, cs["cleaner"] == "bgw_jit", \
+        {k: meta.get(k) for k in keys}
 
 
 def cmd_run_figures(args):
     rawdir, outdir = args
-    meta = read_env(os.path.join(rawdir, "meta.env"))
-    settings = read_env(os.path.join(rawdir, "settings.env"))
+    meta, cs, jit, row = run_start(rawdir, (
+        "run_id", "config", "info", "round", "workload", "clients", "scale",
+        "shared_buffers", "checkpoints"))
     final = read_psql_csv(os.path.join(rawdir, "final.csv"))
     reload_ = read_psql_csv(os.path.join(rawdir, "reload.csv"))
     pb = parse_pgbench(rawdir)
-    row = {k: meta.get(k) for k in ("run_id", "config", "info", "round",
-                                    "clients", "scale", "checkpoints")}
     row["duration_s"] = meta.get("duration")
-    row.update(cleaner_settings(meta, settings))
+    row.update(cs)
     problems = []
-    jit = row["cleaner"] == "bgw_jit"
 
     row.update({k: pb[k] for k in ("tps", "xacts", "failed_xacts",
                                    "lat_mean_ms", "lat_p50_ms",
@@ -484,10 +696,22 @@ def cmd_run_figures(args):
             if pb["xacts"]:
                 row["writes_per_xact"] = row["total_writes"] / pb["xacts"]
 
-    row["bgwriter_cpu_s_per_s"] = cpu_per_s(meta, "bgw")
-    row["jit_cpu_s_per_s"] = cpu_per_s(meta, "jit") if jit else None
-    row["cleaner_cpu_s_per_s"] = (row["jit_cpu_s_per_s"] if jit
-                                  else row["bgwriter_cpu_s_per_s"])
+    pf, (t0, t1), perr = proc_figures(rawdir, meta)
+    problems += perr
+    row.update(pf)
+    row.update(cleaner_figures(jit, pf))
+    gf, gerr = pgss_figures(rawdir)
+    problems += gerr
+    row.update(gf)
+    independent_writes(row, pb["xacts"])
+    # how many times the clock hand went round the pool during the run
+    nbuf = num(cs.get("nbuffers"))
+    if nbuf and row.get("stat_buffers_alloc") is not None:
+        row["alloc_laps"] = row["stat_buffers_alloc"] / nbuf
+    row["warmup_s"], row["warmup_alloc"] = (meta.get("warmup_s"),
+                                            meta.get("warmup_alloc"))
+    if jit and row.get("jit_cycles") is not None and t1:
+        row["jit_cycles_per_s"] = row["jit_cycles"] / (t1 - t0)
 
     history = read_history(rawdir) if jit else []
     if history:
@@ -498,15 +722,16 @@ def cmd_run_figures(args):
             row.update(accuracy(history))
         # the worker's own per-cycle CPU clock over pgbench's span, as a
         # cross-check of the /proc figure
-        t0, t1 = num(meta.get("cpu_t0")), num(meta.get("cpu_t1"))
-        if complete and None not in (t0, t1) and t1 > t0:
+        if complete and t1:
             row["jit_cycle_cpu_s_per_s"] = sum(
                 int(h["cpu_us"]) for h in history
                 if t0 <= num(h["at"]) <= t1) / 1e6 / (t1 - t0)
     elif jit:
         problems.append("no bgw_jit_history")
 
-    for k in REQUIRED:
+    cleaner_ran = (("jit" if jit else "bgwriter") + "_pid") in read_env(
+        os.path.join(rawdir, "proc0.env"))
+    for k in REQUIRED + (REQUIRED_IF_CLEANER if cleaner_ran else []):
         if row.get(k) is None:
             problems.append("missing " + k)
     row["ok"] = 0 if problems else 1
@@ -514,14 +739,38 @@ def cmd_run_figures(args):
 
     write_series(rawdir, outdir, row["run_id"], pb["t0"], jit)
     append_row(os.path.join(outdir, "results.csv"), RESULT_COLS, row)
-    print("  %-16s c=%-2s r=%s  tps %s  p99 %s ms  clean %s backend %s "
-          "alloc %s  cleaner %s%%  cpu %s s/s%s" % (
+    print("  %-16s c=%-2s r=%s  tps %s  p99 %s ms  cleaner wchar/8k %s "
+          "(own %s) backends %s  cleaner %s%% (own %s%%)  cpu %s%%  "
+          "wake-ups %s/s%s" % (
               row["config"], row["clients"], row["round"], fmt(row["tps"]),
-              fmt(row["lat_p99_ms"], 2), fmt(row["buf_clean"]),
-              fmt(row["buf_backend"]), fmt(row["buf_alloc"]),
-              fmt(row["cleaner_pct"], 2),
-              fmt(row["cleaner_cpu_s_per_s"], 3),
+              fmt(row["lat_p99_ms"], 2), fmt(row.get("cleaner_wchar_pages")),
+              fmt(row.get("cleaner_own_writes")),
+              fmt(row.get("backend_pgss")),
+              fmt(row.get("cleaner_pct_indep"), 2),
+              fmt(row.get("cleaner_pct"), 2),
+              fmt(row.get("cleaner_cpu_pct"), 1),
+              fmt(row.get("cleaner_wakeups_per_s")),
               "" if row["ok"] else "  FAILED: " + row["problems"]))
+
+
+def independent_writes(row, xacts):
+    """Issue 10's counts: total writes and cleaner_pct from the kernel's
+    and pg_stat_statements' counts, and the cleaner's own count beside."""
+    cl, be = row.get("cleaner_wchar_pages"), row.get("backend_pgss")
+    ck = row.get("checkpointer_wchar_pages")
+    if None in (cl, be, ck):
+        return
+    row["total_writes_indep"] = cl + be + ck
+    if xacts:
+        row["writes_per_xact_indep"] = row["total_writes_indep"] / xacts
+    if cl + be > 0:
+        row["cleaner_pct_indep"] = 100.0 * cl / (cl + be)
+    ev = row.get("backend_evict")
+    if ev is not None and cl + ev > 0:
+        row["cleaner_pct_indep_evict"] = 100.0 * cl / (cl + max(ev, 0))
+    cpu = row.get("cleaner_cpu_s")
+    if cpu is not None and cl > 0:
+        row["cleaner_cpu_us_per_page"] = cpu * 1e6 / cl
 
 
 def write_series(rawdir, outdir, run_id, t0, jit):
@@ -571,13 +820,9 @@ STEP_COLS = ["run_id", "config", "info", "round", "cleaner", "multiplier",
 
 def cmd_step_figures(args):
     rawdir, outdir = args
-    meta = read_env(os.path.join(rawdir, "meta.env"))
-    settings = read_env(os.path.join(rawdir, "settings.env"))
-    cs = cleaner_settings(meta, settings)
-    jit = cs["cleaner"] == "bgw_jit"
+    meta, cs, jit, row = run_start(rawdir, ("run_id", "config", "info",
+                                            "round", "idle_s"))
     pb = parse_pgbench(rawdir)
-    row = {k: meta.get(k) for k in ("run_id", "config", "info", "round",
-                                    "idle_s")}
     row.update(cleaner=cs["cleaner"], multiplier=cs["multiplier"],
                delay_ms=cs["delay_ms"], tps=pb["tps"])
     problems = []
@@ -678,6 +923,57 @@ def step_reaction(row, series):
 
 
 # ---------------------------------------------------------------------------
+# idle-figures
+
+IDLE_COLS = ["run_id", "config", "info", "round", "cleaner", "jit_settings",
+             "idle_s", "idle_warmup_s", "window_s", "cleaner_wakeups_per_s",
+             "cleaner_vcsw_per_s", "cleaner_nvcsw_per_s", "cleaner_cpu_pct",
+             "cleaner_wchar_pages", "jit_cycles_per_s", "jit_hibernations",
+             "jit_buf_clean", "bgwriter_wakeups_per_s",
+             "bgwriter_cpu_s_per_s", "cleaner_vmrss_kb", "cleaner_rssanon_kb",
+             "ok", "problems"]
+
+
+def cmd_idle_figures(args):
+    rawdir, outdir = args
+    meta, cs, jit, row = run_start(rawdir, ("run_id", "config", "info",
+                                            "round", "idle_s",
+                                            "idle_warmup_s"))
+    row.update(cleaner=cs["cleaner"], jit_settings=cs["jit_settings"])
+    pf, (t0, t1), problems = proc_figures(rawdir, meta)
+    row.update(pf)
+    row.update(cleaner_figures(jit, pf))
+    if t1:
+        row["window_s"] = t1 - t0
+    if meta.get("pgbench_rc") != "0":
+        problems.append("warm-up pgbench exit %s" % meta.get("pgbench_rc"))
+    if jit:
+        # cycles,buf_clean,hibernations of bgw_jit_stats around the window
+        a = [num(x) for x in meta.get("jit_stats0", "").split(",")]
+        b = [num(x) for x in meta.get("jit_stats1", "").split(",")]
+        if len(a) == len(b) == 3 and None not in a + b and t1:
+            row["jit_cycles_per_s"] = (b[0] - a[0]) / (t1 - t0)
+            row["jit_buf_clean"] = b[1] - a[1]
+            row["jit_hibernations"] = b[2] - a[2]
+        else:
+            problems.append("no bgw_jit_stats around the window")
+    for k in ("window_s", "cleaner_wakeups_per_s", "cleaner_cpu_pct"):
+        if row.get(k) is None:
+            problems.append("missing " + k)
+    row["ok"] = 0 if problems else 1
+    row["problems"] = "; ".join(problems)
+    append_row(os.path.join(outdir, "idle.csv"), IDLE_COLS, row)
+    print("  idle %-16s r=%s  %s s: wake-ups %s/s  CPU %s%%  cycles %s/s  "
+          "writes %s%s" % (
+              row["config"], row["round"], fmt(row.get("window_s"), 1),
+              fmt(row.get("cleaner_wakeups_per_s"), 2),
+              fmt(row.get("cleaner_cpu_pct"), 3),
+              fmt(row.get("jit_cycles_per_s"), 2),
+              fmt(row.get("cleaner_wchar_pages")),
+              "" if row["ok"] else "  FAILED: " + row["problems"]))
+
+
+# ---------------------------------------------------------------------------
 # report
 
 
@@ -701,6 +997,15 @@ def med(rs, col):
 def span(rs, col):
     xs = [num(r.get(col)) for r in rs if num(r.get(col)) is not None]
     return (min(xs), max(xs)) if xs else (None, None)
+
+
+def med_span(rs, col, d=0):
+    """'median [min–max]' over rounds (just the median for one value)."""
+    lo, hi = span(rs, col)
+    m = med(rs, col)
+    if m is not None and lo != hi:
+        return "%s [%s–%s]" % (fmt(m, d), fmt(lo, d), fmt(hi, d))
+    return fmt(m, d)
 
 
 def ratio(a, b):
@@ -782,16 +1087,19 @@ def cmd_report(args):
     meta = read_env(os.path.join(outdir, "meta.env"))
     rows = read_rows(os.path.join(outdir, "results.csv"))
     steps = read_rows(os.path.join(outdir, "step.csv"))
+    idles = read_rows(os.path.join(outdir, "idle.csv"))
     problems = []
     ffile = os.path.join(outdir, "failures.txt")
     if os.path.exists(ffile):
         problems += [l.strip() for l in open(ffile) if l.strip()]
     problems += ["%s: %s" % (r["run_id"], r["problems"])
-                 for r in rows + steps if r.get("ok") != "1"]
+                 for r in rows + steps + idles if r.get("ok") != "1"]
     if meta.get("main") == "1" and not rows:
         problems.append("no measured runs in results.csv")
     if meta.get("step") == "1" and not steps:
         problems.append("no load-step runs in step.csv")
+    if meta.get("idle", "0") != "0" and not idles:
+        problems.append("no idle runs in idle.csv")
 
     groups, configs, clients = group_runs(rows)
     info = {r["config"]: r["info"] for r in rows}
@@ -799,14 +1107,15 @@ def cmd_report(args):
              for c in clients}
     nobgw_px = {c: med(groups.get(("nobgw", c), []), "writes_per_xact")
                 for c in clients}
-    # per-run ratio against nobgw of the same round and client count
-    # (rewritten into results.csv for convenience)
+    # per-run ratios against nobgw of the same round and client count
+    # (rewritten into results.csv; a failed nobgw run gives none)
     by_round = {(r["config"], r["clients"], r["round"]): r for r in rows}
     for r in rows:
         n = by_round.get(("nobgw", r["clients"], r["round"]))
-        tw, nt = num(r.get("total_writes")), num(n and n.get("total_writes"))
-        r["total_vs_nobgw_same_round"] = (
-            "%.4f" % (tw / nt) if tw is not None and nt else "")
+        for col, src in NOBGW_RATIOS:
+            a = num(r.get(src))
+            b = num(n.get(src)) if n and n.get("ok") == "1" else None
+            r[col] = "%.4f" % (a / b) if a is not None and b else ""
     if rows:
         with open(os.path.join(outdir, "results.csv"), "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=RESULT_COLS)
@@ -836,12 +1145,22 @@ def cmd_report(args):
         L.append("Load step: scale %s, %s round(s), configurations %s"
                  % (meta.get("scale"), meta.get("rounds"),
                     ", ".join(meta.get("step_configs", "").split())))
+    if meta.get("workload"):
+        L.append("Workload: %s (%s); shared_buffers %s; warm-up %s s before "
+                 "each run (`--warmup`)" % (meta.get("workload"),
+                                   WORKLOADS.get(meta.get("workload"), "?"),
+                                   meta.get("shared_buffers"),
+                                   meta.get("warmup")))
     L.append("")
     if problems:
         L.append("**FAILURES (%d)**: " % len(problems) +
                  "; ".join(problems[:20]))
         L.append("")
+    if rows or idles:
+        L += configs_section(rows + idles)
     if rows:
+        L += zero_section(configs, groups, clients)
+        L += counts_section(configs, groups, clients)
         L.append(HOW_MEASURED)
         L.append("## Seed 001 layout, per configuration (medians over rounds)")
         L.append("")
@@ -938,6 +1257,8 @@ def cmd_report(args):
 
     if steps:
         L += step_section(steps)
+    if idles:
+        L += idle_section(idles)
 
     L.append("## Plots")
     L.append("")
@@ -990,25 +1311,226 @@ def cmd_report(args):
         sys.exit(1)
 
 
+# (column, source) of the per-run ratios against nobgw of the same round
+NOBGW_RATIOS = [("total_vs_nobgw_same_round", "total_writes"),
+                ("tps_vs_nobgw", "tps"), ("p99_vs_nobgw", "lat_p99_ms"),
+                ("wpx_vs_nobgw", "writes_per_xact_indep")]
+
+WORKLOADS = {
+    "update": "seed 001's update-only script",
+    "tpcb": "pgbench's built-in TPC-B-like script, pgbench_history "
+            "truncated before each run",
+    "insert": "INSERT ... SELECT of 100 rows per transaction into an "
+              "append-only table, truncated before each run"}
+
+
+def configs_section(rows):
+    """Each configuration's description and the cleaner settings the
+    server reported after its restart (first run)."""
+    seen, L = {}, []
+    for r in rows:
+        seen.setdefault(r["config"], r)
+    L.append("## Configurations (settings as the server reported them)")
+    L.append("")
+    for cfg, r in seen.items():
+        L.append("- `%s`: %s; cleaner: %s%s" % (
+            cfg, r["info"], r["cleaner"],
+            "; bgw_jit: " + r["jit_settings"] if r.get("jit_settings")
+            else ""))
+    L.append("")
+    return L
+
+
+def zero_section(configs, groups, clients):
+    """Issue 10's table: every configuration against no cleaner."""
+    have_nobgw = any(("nobgw", c) in groups for c in clients)
+    t = []
+    for cfg in configs:
+        for c in clients:
+            rs = groups.get((cfg, c))
+            if rs:
+                t.append((cfg, c, med_span(rs, "tps_vs_nobgw", 3),
+                          med_span(rs, "p99_vs_nobgw", 3),
+                          med_span(rs, "wpx_vs_nobgw", 3),
+                          med_span(rs, "cleaner_pct_indep", 2),
+                          fmt(med(rs, "cleaner_pct_indep_evict"), 2),
+                          fmt(med(rs, "cleaner_pct"), 2),
+                          fmt(med(rs, "cleaner_wakeups_per_s"), 1),
+                          fmt(med(rs, "cleaner_cpu_pct"), 2), len(rs)))
+    L = ["## Against no cleaner (issue 10)", "",
+         "Per run, each figure over nobgw's in the same round at the same "
+         "client count; the median over rounds [min–max]. *tps ratio*: "
+         "pgbench's tps; *p99 ratio*: the per-transaction log's 99th "
+         "percentile latency; *writes/xact ratio*: total writes per "
+         "transaction from the independent counts (cleaner + backends + "
+         "checkpointer, below). *cleaner_pct_indep* = 100 × cleaner / "
+         "(cleaner + backends) from counts bgw_jit does not produce: the "
+         "cleaning processes' `/proc/PID/io` wchar / 8192 and "
+         "`pg_stat_statements.shared_blks_written`; *of evictions*: the "
+         "same without the backends' relation extensions, which PostgreSQL "
+         "15 counts as writes and no cleaner can take (their number is in "
+         "the next table); *cleaner_pct (extension)* is "
+         "`bgw_jit_stats`' own figure (`pg_stat_bgwriter`'s for core's "
+         "writer), whose backend count includes extensions too. "
+         "*wakeups/s*: the cleaning process's context switches (voluntary "
+         "+ involuntary) per second; *cleaner CPU %*: its CPU time over "
+         "the run (one core = 100).", ""]
+    if not have_nobgw:
+        L += ["(No nobgw runs: the ratios need nobgw in `--configs`.)", ""]
+    L += [md_table(("config", "clients", "tps ratio", "p99 ratio",
+                    "writes/xact ratio", "cleaner_pct_indep",
+                    "of evictions", "cleaner_pct (extension)", "wakeups/s",
+                    "cleaner CPU %", "rounds"), t), ""]
+    return L
+
+
+def counts_section(configs, groups, clients):
+    """The independent write counts and the cleaner's costs (medians)."""
+    cold = [num(r.get("unused_buffers_at_start")) or 0
+            for rs in groups.values() for r in rs]
+    cold = [x for x in cold if x > 0]
+    note = []
+    if cold:
+        note = ["%d run(s) started with free buffers (holding no page: "
+                "unused since the restart, or emptied by a TRUNCATE; at "
+                "most %d): until those ran out, backends evicted nothing "
+                "(`unused_buffers_at_start` in results.csv; `--warmup` "
+                "fills the pool first)." % (len(cold), max(cold)), ""]
+    # (column, digits, divisor) of each cell: medians over rounds
+    cols = [("alloc_laps", 1, 1), ("backend_pgss", 0, 1),
+            ("backend_extend", 0, 1),
+            ("cleaner_wchar_pages", 0, 1), ("cleaner_syscw", 0, 1),
+            ("cleaner_wchar_quiet_pages", 0, 1), ("cleaner_own_quiet", 0, 1),
+            ("cleaner_wchar_minus_own", 0, 1),
+            ("checkpointer_wchar_pages", 0, 1),
+            ("writes_per_xact_indep", 3, 1), ("cleaner_pct_indep_evict", 2, 1),
+            ("cleaner_cpu_us_per_page", 1, 1), ("cleaner_vmrss_kb", 1, 1024),
+            ("cleaner_rssanon_kb", 1, 1024)]
+    t = []
+    for cfg in configs:
+        for c in clients:
+            rs = groups.get((cfg, c))
+            if rs:
+                t.append([cfg, c] + [
+                    fmt(None if med(rs, k) is None else med(rs, k) / div, d)
+                    for k, d, div in cols])
+    return ["## Independent write counts and the cleaner's costs (medians)",
+            "",
+            "*pool laps*: buffers allocated during the run "
+            "(`pg_stat_bgwriter.buffers_alloc`) over `shared_buffers`: "
+            "below 1, the clock hand met only pages cleaned by the "
+            "CHECKPOINT before the run or dirtied before it (see "
+            "`--warmup`). *backends*: the rise of `sum(shared_blks_written)` in "
+            "`pg_stat_statements` (reset before each run; every statement "
+            "tracked, planning included). PostgreSQL 15 counts there both "
+            "the dirty buffers a backend writes out and each block it adds "
+            "to a relation; *extensions* is the growth in blocks of the "
+            "user relations over the run, i.e. the second kind, which "
+            "no cleaner can take. *cleaner wchar/8192*: the bytes the "
+            "cleaning processes (bgw_jit's worker and core's writer) passed "
+            "to write calls, from `/proc/PID/io`, in pages, over pgbench's "
+            "span; it includes any WAL they flushed themselves before "
+            "writing a page (XLogFlush). *write calls* is their syscw: a "
+            "data page is one call, a WAL flush one call for one or more "
+            "pages, so wchar/8192 − write calls ≤ WAL pages. *Until quiet*: "
+            "from the start of the run to 1.5 s after its end, when the "
+            "cleaner has gone quiet and published every write, the "
+            "cleaners' wchar/8192 and their *own count* "
+            "(`bgw_jit_stats.buf_clean` + `buf_all_clean`, plus "
+            "`pg_stat_bgwriter.buffers_clean`), each pair read by the "
+            "server in one statement, own count first; the *difference* is "
+            "the WAL the cleaner flushed itself, plus any bgw_jit cycle "
+            "still unpublished (negative: the cleaner counted writes the "
+            "kernel did not see). "
+            "*checkpointer*: its "
+            "wchar / 8192 (data pages, "
+            "plus pg_control, SLRU pages and WAL it wrote). *writes/xact*: "
+            "(cleaner + backends + checkpointer) / transactions. *pct of "
+            "evictions*: cleaner / (cleaner + backends − extensions). "
+            "*CPU µs/page*: the cleaner's CPU time over the run per "
+            "page of wchar/8192. Memory: VmRSS and RssAnon of the cleaning "
+            "process at the end of the run (VmRSS includes the shared "
+            "buffers it touched).", "",
+            md_table(("config", "clients", "pool laps", "backends",
+                      "extensions",
+                      "cleaner wchar/8192", "write calls",
+                      "until quiet: wchar/8192", "own count", "difference",
+                      "checkpointer", "writes/xact",
+                      "pct of evictions", "CPU µs/page", "VmRSS MB",
+                      "RssAnon MB"), t), ""] + note
+
+
+def idle_section(idles):
+    groups = {}
+    for r in idles:
+        groups.setdefault(r["config"], []).append(r)
+    t = []
+    for cfg, rs in groups.items():
+        t.append((cfg, rs[0]["cleaner"],
+                  med_span(rs, "cleaner_wakeups_per_s", 2),
+                  med_span(rs, "cleaner_cpu_pct", 3),
+                  fmt(med(rs, "jit_cycles_per_s"), 2),
+                  fmt(med(rs, "jit_hibernations")),
+                  fmt(med(rs, "cleaner_wchar_pages")),
+                  fmt(med(rs, "bgwriter_wakeups_per_s"), 2),
+                  fmt(None if med(rs, "cleaner_vmrss_kb") is None
+                      else med(rs, "cleaner_vmrss_kb") / 1024, 1),
+                  len(rs)))
+    r0 = idles[0]
+    return ["## Idle", "",
+            "Per configuration and round: restart, CHECKPOINT, %s s of the "
+            "workload at 1 client (so the pool is in use and the cleaner "
+            "has just been busy), 1 s, then %s s with no load and no "
+            "queries. Over that window (median [min–max] over rounds): the "
+            "cleaning process's wake-ups per second (context switches, "
+            "voluntary + involuntary, `/proc/PID/status`), its CPU %% "
+            "(100 = one core), bgw_jit's cycles per second "
+            "and hibernations (`bgw_jit_stats`), the pages it wrote "
+            "(wchar / 8192), core's writer's wake-ups (it runs in every "
+            "configuration) and the cleaner's VmRSS at the end."
+            % (r0.get("idle_warmup_s"), r0.get("idle_s")), "",
+            md_table(("config", "cleaner", "wake-ups/s", "CPU %",
+                      "bgw_jit cycles/s", "hibernations", "pages written",
+                      "core writer wake-ups/s", "VmRSS MB", "rounds"), t),
+            ""]
+
+
 HOW_MEASURED = """\
 How the figures are measured (identically for every configuration):
-a CHECKPOINT, a reload and 1.5 s of settling, then
-`pg_stat_reset_shared('bgwriter')` and `bgw_jit_reset()`; pgbench with
-seed 001's update-only script (`-n -c C -j C -T D -P 1 -l`). At its end one
-statement reads the cleaners' counters and sends `pg_reload_conf()`, which
-makes the checkpointer fold the backends' write counts into
-`buffers_backend`; 1.5 s later `buffers_backend` and the allocation counts
-are read. buf_clean/buf_alloc/maxwritten_clean come from `bgw_jit_stats`
-when bgw_jit ran, else from `pg_stat_bgwriter`; buf_backend is
-`buffers_backend`, minus bgw_jit's own writes up to the reload when it ran
-(the view's formula, taken at one moment: see below); checkpoint writes
-are `buffers_checkpoint` (completed checkpoints only);
+every configuration preloads `pg_stat_statements` (`track = all`,
+`track_planning = on`). Before each run: the workload's append table
+truncated, a CHECKPOINT, a reload and 1.5 s of settling, then
+`pg_stat_reset_shared('bgwriter')`, `pg_stat_statements_reset()` and
+`bgw_jit_reset()`; `/proc` of bgw_jit's worker, core's background writer
+and the checkpointer (pids from `pg_stat_activity`, asked again every run)
+is read just before pgbench starts (`-n -c C -j C -T D -P 1 -l`) and just
+after it ends, then `pg_stat_statements` (and the user relations'
+sizes, for the extensions). Then one statement reads the cleaners' own
+counters and sends `pg_reload_conf()`, which makes the checkpointer fold
+the backends' write counts into `buffers_backend`; 1.5 s later
+`buffers_backend` and the allocation counts are read.
+
+Independent counts (issue 10): backends' writes = the rise of
+`sum(pg_stat_statements.shared_blks_written)`; the cleaner's = `wchar` /
+8192 of bgw_jit's worker plus core's writer; the checkpointer's likewise;
+`cleaner_pct_indep = 100 * cleaner / (cleaner + backends)`;
+`writes_per_xact_indep = (cleaner + backends + checkpointer) /
+transactions`. The cleaner's CPU time (`/proc/PID/schedstat`'s time on
+CPU, in ns: the total that `stat`'s utime + stime give in 10 ms ticks,
+which are used where schedstat is missing), wake-ups (voluntary +
+involuntary context switches, `/proc/PID/status`) and memory (VmRSS,
+RssAnon) are those of bgw_jit's worker when it is loaded, else of core's
+writer.
+
+The cleaners' own counters: buf_clean/buf_alloc/maxwritten_clean come from
+`bgw_jit_stats` when bgw_jit ran, else from `pg_stat_bgwriter`;
+buf_backend is `buffers_backend`, minus bgw_jit's own writes up to the
+reload when it ran (the view's formula, taken at one moment: see below);
+checkpoint writes are `buffers_checkpoint` (completed checkpoints only);
 `cleaner_pct = 100 * buf_clean / (buf_clean + buf_backend)`. tps is
 pgbench's (without connection time); latency mean and p99 come from the
-per-transaction log. Cleaner CPU: `/proc/PID/stat` utime + stime of the
-bgw_jit worker, else of the built-in writer, just before and just after
-pgbench. Every run's figures are in `results.csv`, its series in `series/`,
-its raw reads in `raw/`.
+per-transaction log. Every run's figures are in `results.csv`, its series
+in `series/`, its raw reads in `raw/`.
 """
 
 
@@ -1109,13 +1631,7 @@ def step_section(steps):
     groups = {}
     for r in steps:
         groups.setdefault(r["config"], []).append(r)
-
-    def cell(rs, col, d=0):
-        lo, hi = span(rs, col)
-        m = med(rs, col)
-        if len(rs) > 1 and m is not None:
-            return "%s [%s–%s]" % (fmt(m, d), fmt(lo, d), fmt(hi, d))
-        return fmt(m, d)
+    cell = med_span
 
     def bounds(rs, w):
         lo, hi = med(rs, "backend_%s_lo" % w), med(rs, "backend_" + w)
@@ -1228,8 +1744,10 @@ def step_plot(outdir, term, steps, problems):
 
 COMMANDS = {"configs": (cmd_configs, 2), "config-lines": (cmd_config_lines, 2),
             "config-info": (cmd_config_info, 2),
+            "preload-line": (cmd_preload_line, 1),
             "run-figures": (cmd_run_figures, 2),
-            "step-figures": (cmd_step_figures, 2), "report": (cmd_report, 1)}
+            "step-figures": (cmd_step_figures, 2),
+            "idle-figures": (cmd_idle_figures, 2), "report": (cmd_report, 1)}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS \
