@@ -1693,19 +1693,21 @@ def grid_plot(outdir, term, rows, configs, groups, clients, problems):
     pts = {}
     for (cfg, c), rs in groups.items():
         r0 = rs[0]
+        m, p = num(r0["multiplier"]), med(rs, "cleaner_pct")
+        # (a multiplier may be 'auto': not a point on this plot)
         if r0["strategy"] != "jit" or num(r0["smoothing"]) != 16 \
-                or (num(r0["maxpages"]) or 0) < 1000:
+                or (num(r0["maxpages"]) or 0) < 1000 or None in (m, p):
             continue
-        pts.setdefault((num(r0["delay_ms"]), c), []).append(
-            (num(r0["multiplier"]), med(rs, "cleaner_pct")))
+        pts.setdefault((num(r0["delay_ms"]), c), []).append((m, p))
     if not pts:
         return None
+    ms = [m for v in pts.values() for m, _ in v]
     dat = os.path.join(outdir, "plots", "cleaner_pct_vs_multiplier.dat")
     plots, idx = [], 0
     with open(dat, "w") as f:
         for (delay, c) in sorted(pts):
             f.write("# delay %s ms, %d clients\n" % (fmt(delay), c))
-            for m, p in sorted(x for x in pts[(delay, c)] if x[1] is not None):
+            for m, p in sorted(pts[(delay, c)]):
                 f.write("%s %s\n" % (m, p))
             f.write("\n\n")
             plots.append("%s index %d using 1:2 with linespoints lw 1.5 "
@@ -1720,8 +1722,9 @@ def grid_plot(outdir, term, rows, configs, groups, clients, problems):
               "set key outside right\nset grid\n"
               "set title 'bgw_jit cleaner_pct vs lru_multiplier (smoothing "
               "16, maxpages 1000; medians)'\nset xlabel 'bgw_jit.lru_multiplier'"
-              "\nset ylabel 'cleaner_pct'\nset xrange [0.5:3.5]\n"
-              "set offsets 0, 0, graph 0.1, graph 0.1\nplot %s\n" % (term, ", ".join(plots)))
+              "\nset ylabel 'cleaner_pct'\nset xrange [%s:%s]\n"
+              "set offsets 0, 0, graph 0.1, graph 0.1\nplot %s\n"
+              % (term, min(ms) - 0.5, max(ms) + 0.5, ", ".join(plots)))
     return "cleaner_pct_vs_multiplier.png" if run_gnuplot(
         outdir, "cleaner_pct_vs_multiplier", script, problems) else None
 
