@@ -33,13 +33,10 @@
 #include "postmaster/interrupt.h"
 #include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
-#include "storage/condition_variable.h"
-#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/smgr.h"
-#include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -162,7 +159,6 @@ warn_if_builtin_cleaner(void)
 void
 bgw_jit_main(Datum main_arg)
 {
-	sigjmp_buf	local_sigjmp_buf;
 	MemoryContext cycle_context;
 
 	set_signal_handlers();
@@ -183,29 +179,13 @@ bgw_jit_main(Datum main_arg)
 					PGC_SUSET, PGC_S_OVERRIDE);
 
 	/*
-	 * On ERROR: release what core's bgwriter releases, then exit(1) so the
-	 * postmaster restarts us after bgw_restart_time without a cluster-wide
-	 * crash restart.  Without this, the ERROR would become a FATAL whose
-	 * exit callbacks drop our buffer pin (AuxProcessResourceOwner) while we
-	 * still hold the buffer's content lock and perhaps its I/O, which are
-	 * only released later (UnpinBuffer asserts against exactly that).
+	 * No error handler of our own: on ERROR, the bgworker code's handler
+	 * logs it and exits with code 1, so the postmaster restarts us after
+	 * bgw_restart_time without a crash restart.  On the way out,
+	 * shmem_exit() releases LWLocks (a buffer content lock) first, the
+	 * auxiliary resource owner our buffer pins, and AtProcExit_Buffers()
+	 * any I/O in progress.
 	 */
-	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
-	{
-		error_context_stack = NULL;
-		HOLD_INTERRUPTS();
-		EmitErrorReport();
-		LWLockReleaseAll();
-		ConditionVariableCancelSleep();
-		AbortBufferIO();
-		UnlockBuffers();
-		ReleaseAuxProcessResources(false);
-		AtEOXact_Buffers(false);
-		AtEOXact_SMgr();
-		AtEOXact_Files(false);
-		proc_exit(1);
-	}
-	PG_exception_stack = &local_sigjmp_buf;
 
 	cycle_context = AllocSetContextCreate(TopMemoryContext,
 										  "bgw_jit cycle",

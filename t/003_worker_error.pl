@@ -2,13 +2,13 @@
 # content-locked: it exits with code 1, the postmaster restarts it after
 # bgw_restart_time without a crash restart, and nothing stays pinned.
 #
-# What releases the pin at exit is the auxiliary resource owner (with a
-# plain resource owner the pin would leak and a later DROP TABLE would
-# wait forever), which this test checks.  The worker's error handler
-# releases the content lock before that; without it an assert-enabled
-# server trips over UnpinBuffer's check that the lock is no longer held
-# and crash-restarts (not observable on a production build, where the
-# lock is released a little later anyway).
+# The worker has no error handler of its own: the bgworker code's handler
+# logs the ERROR and exits with code 1, and the exit path releases the
+# content lock (shmem_exit), then the pin (the auxiliary resource owner:
+# with a plain resource owner the pin would leak and a later DROP TABLE
+# would wait forever), then any I/O in progress.  This test checks that
+# path; it also passes on an assert-enabled server, where UnpinBuffer
+# asserts that the content lock is no longer held.
 use strict;
 use warnings;
 

@@ -22,10 +22,11 @@ my $node = start_bgw_jit_node(
 	busy => 1,
 	conf => "bgw_jit.delay = 10ms\n");
 
-# One session resets, waits a random moment, sometimes makes the
-# checkpointer absorb backend write counts (a reload does), then reads
-# both figures; buffers_backend is read before the reset and after
-# bgw_jit_stats, so its rise bounds what the worker may have counted.
+# One session reloads (which makes the checkpointer absorb backend write
+# counts and the worker start a cycle), resets a random moment later,
+# waits another, then reads both figures.  buffers_backend is read before
+# the reset and after bgw_jit_stats, so its rise bounds what the worker
+# may have counted since the reset.
 $node->safe_psql(
 	'postgres', q{
 	CREATE FUNCTION reset_loop(seconds float8,
@@ -41,12 +42,11 @@ $node->safe_psql(
 		SET stats_fetch_consistency = none;
 		resets := 0; backend_exceeded := 0; max_excess := 0; over_judged := 0;
 		WHILE clock_timestamp() < stop LOOP
+			PERFORM pg_reload_conf();
+			PERFORM pg_sleep(random() * 0.004);
 			SELECT buffers_backend INTO b0 FROM pg_stat_bgwriter;
 			PERFORM bgw_jit_reset();
-			PERFORM pg_sleep(random() * 0.03);
-			IF random() < 0.3 THEN
-				PERFORM pg_reload_conf();
-			END IF;
+			PERFORM pg_sleep(random() * 0.02);
 			SELECT * INTO s FROM bgw_jit_stats;
 			SELECT buffers_backend INTO b1 FROM pg_stat_bgwriter;
 			resets := resets + 1;
@@ -62,12 +62,12 @@ $node->safe_psql(
 	END
 	$$});
 
-my $load = start_update_load($node, clients => 2, seconds => 8,
+my $load = start_update_load($node, clients => 2, seconds => 11,
 	scale => $scale);
 $node->poll_query_until('postgres',
 	'SELECT buf_clean > 0 AND buf_backend > 0 FROM bgw_jit_stats')
   or die 'no writes under load';
-my $r = query_hash($node, 'SELECT * FROM reset_loop(5)');
+my $r = query_hash($node, 'SELECT * FROM reset_loop(8)');
 $load->finish;
 note("$r->{resets} resets; buf_backend exceeded the rise $r->{backend_exceeded} "
 	  . "times (by up to $r->{max_excess}); judgements exceeded writes "
