@@ -12,11 +12,16 @@ OBJS = \
 	worker.o
 
 EXTENSION = bgw_jit
-DATA = bgw_jit--1.0.sql
+DATA = bgw_jit--1.0.sql bgw_jit--1.0--1.1.sql bgw_jit--1.1.sql
 PGFILEDESC = "bgw_jit - just-in-time background buffer cleaning"
 
 REGRESS = bgw_jit pacer
 REGRESS_OPTS = --temp-config=$(srcdir)/bgw_jit.conf --temp-instance=$(CURDIR)/tmp_check_regress
+# As in core's "make check": settings appended to the temp instance's
+# configuration (TAP tests read the same variable).
+ifdef TEMP_CONFIG
+REGRESS_OPTS += --temp-config=$(TEMP_CONFIG)
+endif
 TAP_TESTS = 1
 
 # Test builds only: "make FAULT_INJECTION=1" adds bgw_jit.inject_error.
@@ -24,6 +29,6 @@ ifdef FAULT_INJECTION
 PG_CPPFLAGS += -DBGW_JIT_FAULT_INJECTION
 endif
 
-PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

@@ -24,14 +24,7 @@ CREATE FUNCTION bgw_jit_stats(
     OUT smoothed_density double precision,
     OUT upcoming_alloc_est integer,
     OUT last_cycle_at timestamp with time zone,
-    OUT stats_reset timestamp with time zone,
-    OUT pacing text,
-    OUT margin double precision,
-    OUT hand_rate double precision,
-    OUT lead_target integer,
-    OUT sleep_ms integer,
-    OUT buffers_overrun bigint,
-    OUT cpu_priority text
+    OUT stats_reset timestamp with time zone
 )
 RETURNS record
 AS 'MODULE_PATHNAME', 'bgw_jit_stats'
@@ -63,14 +56,7 @@ CREATE VIEW bgw_jit_stats AS
            smoothed_density,
            upcoming_alloc_est,
            last_cycle_at,
-           stats_reset,
-           pacing,
-           margin,
-           hand_rate,
-           lead_target,
-           sleep_ms,
-           buffers_overrun,
-           cpu_priority
+           stats_reset
     FROM bgw_jit_stats();
 
 CREATE FUNCTION bgw_jit_history(
@@ -92,15 +78,7 @@ CREATE FUNCTION bgw_jit_history(
     OUT wasted integer,
     OUT lapped boolean,
     OUT hit_maxpages boolean,
-    OUT cpu_us bigint,
-    OUT elapsed_us bigint,
-    OUT overrun bigint,
-    OUT surprise double precision,
-    OUT margin double precision,
-    OUT hand_rate double precision,
-    OUT lead_target integer,
-    OUT sleep_ms integer,
-    OUT woken boolean
+    OUT cpu_us bigint
 )
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'bgw_jit_history'
@@ -137,37 +115,6 @@ CREATE FUNCTION bgw_jit_replay(
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'bgw_jit_replay'
 LANGUAGE C CALLED ON NULL INPUT IMMUTABLE PARALLEL SAFE;
-
-CREATE FUNCTION bgw_jit_replay_pacer(
-    elapsed_us bigint[],
-    hand_moved bigint[],
-    written bigint[] DEFAULT NULL,
-    useful bigint[] DEFAULT NULL,
-    wasted bigint[] DEFAULT NULL,
-    woken boolean[] DEFAULT NULL,
-    lru_multiplier text DEFAULT 'auto',
-    pacing text DEFAULT 'auto',
-    delay integer DEFAULT 200,
-    smoothing_samples integer DEFAULT 16,
-    scan_whole_pool_seconds integer DEFAULT 120,
-    nbuffers integer DEFAULT NULL,
-    max_write_rate double precision DEFAULT 0,
-    lru_maxpages integer DEFAULT -1,
-    start_hand_rate double precision DEFAULT 0,
-    start_margin double precision DEFAULT 1.5,
-    start_planned_ms double precision DEFAULT 0,
-    OUT cycle integer,
-    OUT hand_rate double precision,
-    OUT surprise double precision,
-    OUT margin double precision,
-    OUT sleep_ms integer,
-    OUT lead_target integer,
-    OUT min_scan integer,
-    OUT write_budget integer
-)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'bgw_jit_replay_pacer'
-LANGUAGE C CALLED ON NULL INPUT STABLE PARALLEL SAFE;
 
 -- Like pg_stat_bgwriter: statistics for everyone, reset for the few.
 GRANT SELECT ON bgw_jit_stats, bgw_jit_history TO PUBLIC;

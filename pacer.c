@@ -21,7 +21,8 @@
  *   exceeded, down by 1 - q steps otherwise).  A lone stall or load step
  *   moves it by one step only, a lasting change by about a step per
  *   cycle, and at a steady load it settles instead of oscillating.  A
- *   cycle whose judged writes proved wasted counts as one step down too;
+ *   cycle whose judged writes were re-dirtied (written too early) counts
+ *   as one step down too;
  * - sleeps as long as it can without planning a lead over the hand larger
  *   than PACER_LEAD_MAX_FRACTION of the pool, within
  *   [PACER_MIN_SLEEP_MS, bgw_jit.delay], growing by at most a factor of
@@ -82,7 +83,7 @@ pacer_plan(PacerState *state, const PacerParams *params,
 	double		max_lead = PACER_LEAD_MAX_FRACTION * params->nbuffers;
 	double		sleep_ms;
 	double		lead;
-	int			judged = in->useful + in->wasted;
+	int			judged = in->evicted + in->redirtied;
 	bool		judged_surprise;
 
 	/* Surprise, against the speed and sleep the previous cycle planned. */
@@ -110,7 +111,7 @@ pacer_plan(PacerState *state, const PacerParams *params,
 			state->margin += (plan->surprise > state->margin) ?
 				step * PACER_MARGIN_QUANTILE :
 				-step * (1 - PACER_MARGIN_QUANTILE);
-		if (judged > 0 && in->wasted > judged * PACER_WASTE_LIMIT)
+		if (judged > 0 && in->redirtied > judged * PACER_WASTE_LIMIT)
 			state->margin -= step * (1 - PACER_MARGIN_QUANTILE);
 		state->margin = Max(state->margin, PACER_MARGIN_MIN);
 		state->margin = Min(state->margin, PACER_MARGIN_MAX);

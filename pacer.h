@@ -47,7 +47,7 @@
 #define PACER_MARGIN_MAX		10.0
 #define PACER_MARGIN_START		1.5
 
-/* A cycle whose judged writes were more wasted than this lowers the margin. */
+/* A cycle whose judged writes were more re-dirtied than this lowers the margin. */
 #define PACER_WASTE_LIMIT		0.05
 
 /* Expected hand movements smaller than this say nothing about surprise. */
@@ -82,8 +82,8 @@ typedef struct PacerInput
 {
 	int64		elapsed_us;
 	int64		hand_moved;		/* buffers the clock hand passed */
-	int			useful;			/* earlier writes judged useful */
-	int			wasted;			/* earlier writes judged wasted */
+	int			evicted;		/* earlier writes whose page left its buffer */
+	int			redirtied;		/* earlier writes whose page was dirty again */
 } PacerInput;
 
 /* What the controller decided for this cycle. */

@@ -24,16 +24,38 @@
 #include "estimator.h"
 #include "pacer.h"
 
+/*
+ * The SQL definitions of each extension version call their own C symbols,
+ * so that a newer library keeps serving an install not yet updated with
+ * ALTER EXTENSION ... UPDATE: each symbol fills exactly the columns its
+ * version declares.  A column added in a later version is appended under
+ * "if (api >= ...)"; the counts below must follow.
+ */
+typedef enum BgwJitApi
+{
+	BGW_JIT_API_1_0,
+	BGW_JIT_API_1_1
+} BgwJitApi;
+
+#define STATS_COLS_1_0		21
+#define STATS_COLS_1_1		29
+#define STATS_COLS_MAX		29
+#define HISTORY_COLS_1_0	19
+#define HISTORY_COLS_1_1	27
+#define HISTORY_COLS_MAX	27
+#define REPLAY_COLS			6
+#define REPLAY_PACER_COLS	8
+
+/* History cycles copied per acquisition of the lock (~24 kB). */
+#define HISTORY_CHUNK		256
+
 PG_FUNCTION_INFO_V1(bgw_jit_stats);
+PG_FUNCTION_INFO_V1(bgw_jit_stats_1_1);
 PG_FUNCTION_INFO_V1(bgw_jit_history);
+PG_FUNCTION_INFO_V1(bgw_jit_history_1_1);
 PG_FUNCTION_INFO_V1(bgw_jit_reset);
 PG_FUNCTION_INFO_V1(bgw_jit_replay);
 PG_FUNCTION_INFO_V1(bgw_jit_replay_pacer);
-
-#define STATS_COLS		28
-#define HISTORY_COLS	27
-#define REPLAY_COLS		6
-#define REPLAY_PACER_COLS	8
 
 static Datum
 timestamp_or_null(TimestampTz ts, bool *isnull)
@@ -43,17 +65,32 @@ timestamp_or_null(TimestampTz ts, bool *isnull)
 }
 
 /*
+ * Refuse a result row type of another width than the 'expected' columns
+ * we fill, e.g. a hand-made declaration of one of our C functions.
+ */
+static void
+check_result_columns(TupleDesc tupdesc, const char *fname, int expected)
+{
+	if (tupdesc->natts != expected)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("function %s returns %d columns, but the bgw_jit library fills %d",
+						fname, tupdesc->natts, expected),
+				 errhint("Declare the function as the bgw_jit extension scripts do, or run ALTER EXTENSION bgw_jit UPDATE.")));
+}
+
+/*
  * bgw_jit_stats() - one row of cumulative counters and current state.
  */
-Datum
-bgw_jit_stats(PG_FUNCTION_ARGS)
+static Datum
+stats_internal(FunctionCallInfo fcinfo, BgwJitApi api)
 {
 	BgwJitShared *s;
 	BgwJitShared snap;
 	uint64		buf_backend;
 	TupleDesc	tupdesc;
-	Datum		values[STATS_COLS];
-	bool		nulls[STATS_COLS];
+	Datum		values[STATS_COLS_MAX];
+	bool		nulls[STATS_COLS_MAX];
 	int			i = 0;
 
 	bgw_jit_check_loaded();
@@ -61,6 +98,8 @@ bgw_jit_stats(PG_FUNCTION_ARGS)
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	check_result_columns(tupdesc, "bgw_jit_stats",
+						 api >= BGW_JIT_API_1_1 ? STATS_COLS_1_1 : STATS_COLS_1_0);
 
 	LWLockAcquire(s->lock, LW_SHARED);
 	memcpy(&snap, s, offsetof(BgwJitShared, history));
@@ -76,8 +115,9 @@ bgw_jit_stats(PG_FUNCTION_ARGS)
 	values[i++] = Int64GetDatum(snap.counters.buf_all_clean);
 	values[i++] = Int64GetDatum(buf_backend);
 	values[i++] = Int64GetDatum(snap.counters.buf_alloc);
-	values[i++] = Int64GetDatum(snap.counters.buf_clean_useful);
-	values[i++] = Int64GetDatum(snap.counters.buf_clean_wasted);
+	/* 1.0 called these buf_clean_useful and buf_clean_wasted */
+	values[i++] = Int64GetDatum(snap.counters.buf_clean_evicted);
+	values[i++] = Int64GetDatum(snap.counters.buf_clean_redirtied);
 	values[i++] = Int64GetDatum(snap.counters.maxwritten_clean);
 	values[i++] = Int64GetDatum(snap.counters.cycles);
 	values[i++] = Int64GetDatum(snap.counters.laps);
@@ -94,67 +134,67 @@ bgw_jit_stats(PG_FUNCTION_ARGS)
 	i++;
 	values[i] = timestamp_or_null(snap.stats_reset, &nulls[i]);
 	i++;
-	values[i++] = CStringGetTextDatum(bgw_jit_pacing_name(bgw_jit_pacing));
-	values[i++] = Float8GetDatum(snap.margin);
-	values[i++] = Float8GetDatum(snap.hand_rate);
-	values[i++] = Int32GetDatum(snap.lead_target);
-	nulls[i] = (snap.sleep_ms < 0);
-	values[i++] = Int32GetDatum(snap.sleep_ms);
-	values[i++] = Int64GetDatum(snap.counters.buffers_overrun);
-	values[i++] = CStringGetTextDatum(bgw_jit_cpu_priority_name(snap.cpu_priority));
-	Assert(i == STATS_COLS);
+	if (api >= BGW_JIT_API_1_1)
+	{
+		values[i] = timestamp_or_null(snap.conf_load_time, &nulls[i]);
+		i++;
+		values[i++] = CStringGetTextDatum(bgw_jit_pacing_name(bgw_jit_pacing));
+		values[i++] = Float8GetDatum(snap.margin);
+		values[i++] = Float8GetDatum(snap.hand_rate);
+		values[i++] = Int32GetDatum(snap.lead_target);
+		nulls[i] = (snap.sleep_ms < 0);
+		values[i++] = Int32GetDatum(snap.sleep_ms);
+		values[i++] = Int64GetDatum(snap.counters.buffers_overrun);
+		values[i++] = CStringGetTextDatum(bgw_jit_cpu_priority_name(snap.cpu_priority));
+	}
+	Assert(i == tupdesc->natts);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
-/*
- * bgw_jit_history() - the cycles kept in the ring, oldest first.
- */
 Datum
-bgw_jit_history(PG_FUNCTION_ARGS)
+bgw_jit_stats(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	BgwJitShared *s;
-	BgwJitCycle *copy;
-	uint32		count;
-	uint32		n;
+	return stats_internal(fcinfo, BGW_JIT_API_1_0);
+}
 
-	bgw_jit_check_loaded();
-	s = bgw_jit_shared;
+Datum
+bgw_jit_stats_1_1(PG_FUNCTION_ARGS)
+{
+	return stats_internal(fcinfo, BGW_JIT_API_1_1);
+}
 
-	InitMaterializedSRF(fcinfo, 0);
+/* One history row, in the columns of 'api'. */
+static void
+put_history_row(ReturnSetInfo *rsinfo, const BgwJitCycle *e, BgwJitApi api)
+{
+	Datum		values[HISTORY_COLS_MAX];
+	bool		nulls[HISTORY_COLS_MAX];
+	int			i = 0;
 
-	LWLockAcquire(s->lock, LW_SHARED);
-	copy = bgw_jit_history_copy(s, &count);
-	LWLockRelease(s->lock);
-
-	for (n = 0; n < count; n++)
+	memset(nulls, 0, sizeof(nulls));
+	values[i++] = Int64GetDatum(e->cycle);
+	values[i++] = TimestampTzGetDatum(e->at);
+	values[i++] = CStringGetTextDatum(bgw_jit_strategy_name(e->strategy));
+	values[i++] = Int64GetDatum(e->recent_alloc);
+	values[i++] = Int64GetDatum(e->alloc_reported);
+	values[i++] = Int64GetDatum(e->strategy_delta);
+	values[i++] = Float8GetDatum(e->smoothed_alloc);
+	values[i++] = Float8GetDatum(e->smoothed_density);
+	values[i++] = Int32GetDatum(e->upcoming_alloc_est);
+	values[i++] = Int32GetDatum(e->bufs_ahead);
+	values[i++] = Int32GetDatum(e->scanned);
+	values[i++] = Int32GetDatum(e->written);
+	values[i++] = Int32GetDatum(e->all_written);
+	values[i++] = Int32GetDatum(e->reusable_found);
+	/* 1.0 called these useful and wasted */
+	values[i++] = Int32GetDatum(e->evicted);
+	values[i++] = Int32GetDatum(e->redirtied);
+	values[i++] = BoolGetDatum(e->lapped);
+	values[i++] = BoolGetDatum(e->hit_maxpages);
+	values[i++] = Int64GetDatum(e->cpu_us);
+	if (api >= BGW_JIT_API_1_1)
 	{
-		BgwJitCycle *e = &copy[n];
-		Datum		values[HISTORY_COLS];
-		bool		nulls[HISTORY_COLS];
-		int			i = 0;
-
-		memset(nulls, 0, sizeof(nulls));
-		values[i++] = Int64GetDatum(e->cycle);
-		values[i++] = TimestampTzGetDatum(e->at);
-		values[i++] = CStringGetTextDatum(bgw_jit_strategy_name(e->strategy));
-		values[i++] = Int64GetDatum(e->recent_alloc);
-		values[i++] = Int64GetDatum(e->alloc_reported);
-		values[i++] = Int64GetDatum(e->strategy_delta);
-		values[i++] = Float8GetDatum(e->smoothed_alloc);
-		values[i++] = Float8GetDatum(e->smoothed_density);
-		values[i++] = Int32GetDatum(e->upcoming_alloc_est);
-		values[i++] = Int32GetDatum(e->bufs_ahead);
-		values[i++] = Int32GetDatum(e->scanned);
-		values[i++] = Int32GetDatum(e->written);
-		values[i++] = Int32GetDatum(e->all_written);
-		values[i++] = Int32GetDatum(e->reusable_found);
-		values[i++] = Int32GetDatum(e->useful);
-		values[i++] = Int32GetDatum(e->wasted);
-		values[i++] = BoolGetDatum(e->lapped);
-		values[i++] = BoolGetDatum(e->hit_maxpages);
-		values[i++] = Int64GetDatum(e->cpu_us);
 		values[i++] = Int64GetDatum(e->elapsed_us);
 		values[i++] = Int64GetDatum(e->overrun);
 		values[i++] = Float8GetDatum(e->surprise);
@@ -163,12 +203,72 @@ bgw_jit_history(PG_FUNCTION_ARGS)
 		values[i++] = Int32GetDatum(e->lead_target);
 		values[i++] = Int32GetDatum(e->sleep_ms);
 		values[i++] = BoolGetDatum(e->woken);
-		Assert(i == HISTORY_COLS);
+	}
+	Assert(i == rsinfo->setDesc->natts);
 
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * bgw_jit_history() - the cycles kept in the ring, oldest first, as they
+ * were when the call began.  Copied in chunks, each under a short hold of
+ * the lock; a reset in between ends the result early.
+ */
+static Datum
+history_internal(FunctionCallInfo fcinfo, BgwJitApi api)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	BgwJitShared *s;
+	BgwJitCycle *chunk;
+	uint64		generation;
+	uint64		next = 0;
+	uint64		end;
+
+	bgw_jit_check_loaded();
+	s = bgw_jit_shared;
+
+	InitMaterializedSRF(fcinfo, 0);
+	check_result_columns(rsinfo->setDesc, "bgw_jit_history",
+						 api >= BGW_JIT_API_1_1 ? HISTORY_COLS_1_1 : HISTORY_COLS_1_0);
+
+	chunk = palloc(sizeof(BgwJitCycle) * HISTORY_CHUNK);
+
+	LWLockAcquire(s->lock, LW_SHARED);
+	generation = s->reset_generation;
+	end = s->history_count;
+	LWLockRelease(s->lock);
+
+	for (;;)
+	{
+		int			n = 0;
+
+		CHECK_FOR_INTERRUPTS();
+
+		LWLockAcquire(s->lock, LW_SHARED);
+		if (s->reset_generation == generation)
+			n = bgw_jit_history_read(s, &next, end, chunk, HISTORY_CHUNK);
+		LWLockRelease(s->lock);
+
+		if (n == 0)
+			break;
+		for (int i = 0; i < n; i++)
+			put_history_row(rsinfo, &chunk[i], api);
 	}
 
+	pfree(chunk);
 	return (Datum) 0;
+}
+
+Datum
+bgw_jit_history(PG_FUNCTION_ARGS)
+{
+	return history_internal(fcinfo, BGW_JIT_API_1_0);
+}
+
+Datum
+bgw_jit_history_1_1(PG_FUNCTION_ARGS)
+{
+	return history_internal(fcinfo, BGW_JIT_API_1_1);
 }
 
 /*
@@ -298,12 +398,15 @@ replay_scalar_arg(FunctionCallInfo fcinfo, const char *const *names,
  *
  * With the optional scan results (scanned, reusable_found) it reproduces
  * the worker's cycles exactly; without them it shows what the estimate
- * alone would have been under other settings.
+ * alone would have been under other settings.  Pure arithmetic: it works
+ * without the library preloaded.  STABLE rather than IMMUTABLE, as a NULL
+ * nbuffers means this server's shared_buffers.
  */
 Datum
 bgw_jit_replay(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const char *const *names = replay_arg_names;
 	JitParams	params;
 	JitState	state;
 	int			ncycles = -1;
@@ -313,38 +416,36 @@ bgw_jit_replay(PG_FUNCTION_ARGS)
 	int64	   *scanned;
 	int64	   *reusable;
 
-	bgw_jit_check_loaded();
-
-	allocs = replay_array_arg(fcinfo, replay_arg_names, REPLAY_ARG_ALLOCS, true,
+	allocs = replay_array_arg(fcinfo, names, REPLAY_ARG_ALLOCS, true,
 							  PG_UINT32_MAX, &ncycles);
-	deltas = replay_array_arg(fcinfo, replay_arg_names, REPLAY_ARG_DELTAS, true,
+	deltas = replay_array_arg(fcinfo, names, REPLAY_ARG_DELTAS, true,
 							  PG_INT64_MAX, &ncycles);
-	ahead = replay_array_arg(fcinfo, replay_arg_names, REPLAY_ARG_AHEAD, false,
+	ahead = replay_array_arg(fcinfo, names, REPLAY_ARG_AHEAD, false,
 							 PG_INT32_MAX, &ncycles);
-	scanned = replay_array_arg(fcinfo, replay_arg_names, REPLAY_ARG_SCANNED, false,
+	scanned = replay_array_arg(fcinfo, names, REPLAY_ARG_SCANNED, false,
 							   PG_INT32_MAX, &ncycles);
-	reusable = replay_array_arg(fcinfo, replay_arg_names, REPLAY_ARG_REUSABLE, false,
+	reusable = replay_array_arg(fcinfo, names, REPLAY_ARG_REUSABLE, false,
 								PG_INT32_MAX, &ncycles);
 	if ((scanned == NULL) != (reusable == NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("scanned and reusable_found must be given together")));
 
-	params.multiplier = replay_scalar_arg(fcinfo, replay_arg_names, REPLAY_ARG_MULTIPLIER,
+	params.multiplier = replay_scalar_arg(fcinfo, names, REPLAY_ARG_MULTIPLIER,
 										  false, 0, 10);
-	params.smoothing_samples = replay_scalar_arg(fcinfo, replay_arg_names, REPLAY_ARG_SMOOTHING,
+	params.smoothing_samples = replay_scalar_arg(fcinfo, names, REPLAY_ARG_SMOOTHING,
 												 true, 1, 1000);
-	params.delay_ms = replay_scalar_arg(fcinfo, replay_arg_names, REPLAY_ARG_DELAY,
+	params.delay_ms = replay_scalar_arg(fcinfo, names, REPLAY_ARG_DELAY,
 										true, 10, 10000);
-	params.scan_whole_pool_seconds = replay_scalar_arg(fcinfo, replay_arg_names,
+	params.scan_whole_pool_seconds = replay_scalar_arg(fcinfo, names,
 													   REPLAY_ARG_SCAN_WHOLE,
 													   true, 1, 3600);
 	params.nbuffers = PG_ARGISNULL(REPLAY_ARG_NBUFFERS) ? NBuffers :
-		replay_scalar_arg(fcinfo, replay_arg_names, REPLAY_ARG_NBUFFERS, true, 16, INT_MAX / 2);
+		replay_scalar_arg(fcinfo, names, REPLAY_ARG_NBUFFERS, true, 16, INT_MAX / 2);
 
-	state.smoothed_alloc = replay_scalar_arg(fcinfo, replay_arg_names, REPLAY_ARG_START_ALLOC,
+	state.smoothed_alloc = replay_scalar_arg(fcinfo, names, REPLAY_ARG_START_ALLOC,
 											 false, 0, PG_UINT32_MAX);
-	state.smoothed_density = replay_scalar_arg(fcinfo, replay_arg_names, REPLAY_ARG_START_DENSITY,
+	state.smoothed_density = replay_scalar_arg(fcinfo, names, REPLAY_ARG_START_DENSITY,
 											   false, 1e-6, 1e9);
 
 	if (ahead)
@@ -365,6 +466,8 @@ bgw_jit_replay(PG_FUNCTION_ARGS)
 		Datum		values[REPLAY_COLS];
 		bool		nulls[REPLAY_COLS];
 		int			c = 0;
+
+		CHECK_FOR_INTERRUPTS();
 
 		jit_estimate(&state, &params, (uint32) allocs[i], deltas[i],
 					 ahead ? (int) ahead[i] : 0, &est);
@@ -394,8 +497,8 @@ enum
 	PACER_ARG_ELAPSED,
 	PACER_ARG_MOVED,
 	PACER_ARG_WRITTEN,
-	PACER_ARG_USEFUL,
-	PACER_ARG_WASTED,
+	PACER_ARG_EVICTED,
+	PACER_ARG_REDIRTIED,
 	PACER_ARG_WOKEN,
 	PACER_ARG_MULTIPLIER,
 	PACER_ARG_PACING,
@@ -411,7 +514,7 @@ enum
 };
 
 static const char *const pacer_arg_names[] = {
-	"elapsed_us", "hand_moved", "written", "useful", "wasted", "woken",
+	"elapsed_us", "hand_moved", "written", "evicted", "redirtied", "woken",
 	"lru_multiplier", "pacing", "delay", "smoothing_samples",
 	"scan_whole_pool_seconds", "nbuffers", "max_write_rate", "lru_maxpages",
 	"start_hand_rate", "start_margin", "start_planned_ms"
@@ -431,10 +534,11 @@ replay_text_arg(FunctionCallInfo fcinfo, const char *const *names, int argno)
 /*
  * bgw_jit_replay_pacer() - run the self-pacing controller over given
  * per-cycle measurements: what the worker decided, or would have decided
- * under other settings.  Fed a stretch of bgw_jit_history (with useful and
- * wasted taken from the cycle before, which the worker judged before
- * planning), and started from the state the row before it shows, it
- * reproduces the recorded hand_rate, margin, sleep_ms and lead_target.
+ * under other settings.  Fed a stretch of bgw_jit_history (with evicted
+ * and redirtied taken from the cycle before, which the worker judged
+ * before planning), and started from the state the row before it shows,
+ * it reproduces the recorded hand_rate, margin, sleep_ms and lead_target.
+ * Pure arithmetic: it works without the library preloaded.
  */
 Datum
 bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
@@ -447,8 +551,8 @@ bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
 	int64	   *elapsed;
 	int64	   *moved;
 	int64	   *written;
-	int64	   *useful;
-	int64	   *wasted;
+	int64	   *evicted;
+	int64	   *redirtied;
 	bool	   *woken = NULL;
 	char	   *text;
 
@@ -458,10 +562,10 @@ bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
 							 PG_INT64_MAX, &ncycles);
 	written = replay_array_arg(fcinfo, names, PACER_ARG_WRITTEN, false,
 							   PG_INT32_MAX, &ncycles);
-	useful = replay_array_arg(fcinfo, names, PACER_ARG_USEFUL, false,
-							  PG_INT32_MAX, &ncycles);
-	wasted = replay_array_arg(fcinfo, names, PACER_ARG_WASTED, false,
-							  PG_INT32_MAX, &ncycles);
+	evicted = replay_array_arg(fcinfo, names, PACER_ARG_EVICTED, false,
+							   PG_INT32_MAX, &ncycles);
+	redirtied = replay_array_arg(fcinfo, names, PACER_ARG_REDIRTIED, false,
+								 PG_INT32_MAX, &ncycles);
 	if (!PG_ARGISNULL(PACER_ARG_WOKEN))
 	{
 		ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(PACER_ARG_WOKEN);
@@ -548,8 +652,8 @@ bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
 			pacer_restart(&state);
 		in.elapsed_us = elapsed[i];
 		in.hand_moved = moved[i];
-		in.useful = useful ? (int) useful[i] : 0;
-		in.wasted = wasted ? (int) wasted[i] : 0;
+		in.evicted = evicted ? (int) evicted[i] : 0;
+		in.redirtied = redirtied ? (int) redirtied[i] : 0;
 		pacer_plan(&state, &params, &in, &plan);
 		if (written)
 			pacer_charge(&state, &params, (int) written[i]);

@@ -58,10 +58,10 @@ SELECT cycle, round(hand_rate) AS hand_rate, round(surprise::numeric, 2)
                             nbuffers => 16384, start_hand_rate => 5000,
                             start_planned_ms => 100);
 
--- Writes proven wasted (over 5% of the judged ones) count as a step down.
+-- Writes found re-dirtied (over 5% of the judged ones) count as a step down.
 SELECT cycle, round(margin::numeric, 6) AS margin
   FROM bgw_jit_replay_pacer(ARRAY[200000, 200000], ARRAY[4000, 4000],
-                            useful => ARRAY[100, 90], wasted => ARRAY[5, 10],
+                            evicted => ARRAY[100, 90], redirtied => ARRAY[5, 10],
                             nbuffers => 1000000, start_hand_rate => 20000,
                             start_planned_ms => 200);
 

@@ -7,28 +7,28 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
 use FindBin;
 use lib $FindBin::RealBin;
 use BgwJitTest;
 
-my $scale = 10;
-my $node = new_bgw_jit_node('crash', <<'EOC');
-restart_after_crash = on
-bgw_jit.delay = 20ms
-bgw_jit.lru_multiplier = 4.0
-bgw_jit.lru_maxpages = 1000
-checkpoint_timeout = 30s
-EOC
-$node->start;
-pgbench_init($node, $scale);
-$node->safe_psql('postgres', 'CREATE EXTENSION bgw_jit');
+my $scale = 5;
+my $node = start_bgw_jit_node(
+	'crash',
+	scale => $scale,
+	busy => 1,
+	conf => "restart_after_crash = on\ncheckpoint_timeout = 30s\n");
 
-sub wait_until_writing
+# Start the crash load and return once the worker is writing under it.
+# The load is long: the crash ends it.
+sub start_load_while_writing
 {
+	my $written =
+	  $node->safe_psql('postgres', 'SELECT buf_clean FROM bgw_jit_stats');
+	my $load = start_crash_load($node, 120, $scale);
 	$node->poll_query_until('postgres',
-		'SELECT buf_clean > 1000 FROM bgw_jit_stats')
+		"SELECT buf_clean >= $written + 50 FROM bgw_jit_stats")
 	  or die 'worker never wrote';
+	return $load;
 }
 
 sub after_recovery
@@ -59,9 +59,7 @@ sub acked_rows
 my $rows0 = acked_rows();
 my $worker = worker_pid($node);
 my $offset = -s $node->logfile;
-my $load = start_crash_load($node, 12, $scale);
-wait_until_writing();
-sleep 2;
+my $load = start_load_while_writing();
 kill 'KILL', $worker;
 ok( $node->wait_for_log(
 		qr/background worker "bgw_jit" \(PID $worker\) was terminated by signal 9/,
@@ -76,8 +74,7 @@ $worker = after_recovery('worker SIGKILL', $rows0, $load, $worker);
 $rows0 = acked_rows();
 $node->safe_psql('postgres', 'SELECT bgw_jit_reset()');
 $offset = -s $node->logfile;
-$load = start_crash_load($node, 12, $scale);
-wait_until_writing();
+$load = start_load_while_writing();
 my $backend = $node->safe_psql('postgres', q{
 	SELECT pid FROM pg_stat_activity
 	WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
@@ -92,8 +89,7 @@ $worker = after_recovery('backend SIGKILL', $rows0, $load, $worker);
 # --- 3. immediate shutdown under load, then start ---
 $rows0 = acked_rows();
 $node->safe_psql('postgres', 'SELECT bgw_jit_reset()');
-$load = start_crash_load($node, 8, $scale);
-wait_until_writing();
+$load = start_load_while_writing();
 $node->stop('immediate');
 $node->start;
 after_recovery('immediate shutdown', $rows0, $load, undef);

@@ -89,9 +89,9 @@ ok($s->{min_margin} >= 1 && $s->{max_margin} <= 10,
 
 # The history carries everything the controller decided from: replaying
 # it reproduces each cycle's decisions (start from the first cycle's
-# recorded state; useful/wasted were judged the cycle before).
+# recorded state; evicted/redirtied were judged the cycle before).
 my $mismatch = $node->safe_psql('postgres', q{
-	WITH h AS (SELECT *, lag(useful) OVER w AS pu, lag(wasted) OVER w AS pw
+	WITH h AS (SELECT *, lag(evicted) OVER w AS pu, lag(redirtied) OVER w AS pw
 				 FROM bgw_jit_history WINDOW w AS (ORDER BY cycle)),
 	first AS (SELECT * FROM h ORDER BY cycle LIMIT 1),
 	rest AS (SELECT array_agg(elapsed_us ORDER BY cycle) el,

@@ -10,13 +10,15 @@ use JSON::PP qw(decode_json);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
 
-our @EXPORT = qw(new_bgw_jit_node pgbench_init update_load
-  settle_stats query_hash wait_for_worker worker_pid check_integrity
-  has_fault_injection start_crash_load finish_crash_load check_tpcb_invariant);
+our @EXPORT = qw(new_bgw_jit_node start_bgw_jit_node pgbench_init
+  update_load start_update_load
+  reload_and_wait set_conf wait_for_cycle_after settle_stats query_hash
+  wait_for_worker worker_pid check_integrity has_fault_injection
+  start_crash_load finish_crash_load stop_crash_load check_tpcb_invariant);
 
-# pgbench's update-only transaction (seed 001's workload).
+# pgbench's update-only transaction: random single-row updates of
+# pgbench_accounts, the workload that makes backends evict dirty pages.
 my $update_script = <<'EOS';
 \set aid random(1, 100000 * :scale)
 \set delta random(-5000, 5000)
@@ -46,6 +48,30 @@ EOC
 	return $node;
 }
 
+# A cleaner busy enough to keep up with pgbench on the 16 MB pool.
+my $busy_cleaner = <<'EOC';
+bgw_jit.delay = 20ms
+bgw_jit.lru_multiplier = 4.0
+bgw_jit.lru_maxpages = 1000
+EOC
+
+# new_bgw_jit_node, started, with a pgbench database of scale $opt{scale}
+# and CREATE EXTENSION bgw_jit plus @{$opt{extensions}}.  $opt{busy}: the
+# busy cleaner settings above; $opt{conf}: lines after them (which win);
+# $opt{init}: options for Cluster::init.
+sub start_bgw_jit_node
+{
+	my ($name, %opt) = @_;
+	my $conf = ($opt{busy} ? $busy_cleaner : '') . ($opt{conf} // '');
+	my $node = new_bgw_jit_node($name, $conf, %{ $opt{init} // {} });
+	$node->start;
+	pgbench_init($node, $opt{scale});
+	$node->safe_psql('postgres',
+		join('; ',
+			map { "CREATE EXTENSION $_" } 'bgw_jit', @{ $opt{extensions} // [] }));
+	return $node;
+}
+
 sub pgbench_init
 {
 	my ($node, $scale) = @_;
@@ -54,8 +80,7 @@ sub pgbench_init
 	return;
 }
 
-# Run the update-only load; returns pgbench's output.
-sub update_load
+sub update_load_command
 {
 	my ($node, %opt) = @_;
 	my $clients = $opt{clients} // 1;
@@ -65,27 +90,97 @@ sub update_load
 	print $file $update_script;
 	close $file;
 	chmod 0644, $file->filename;
-	my ($stdout, $stderr);
-	my $ok = IPC::Run::run(
+	return (
+		$file,
 		[
 			'pgbench', '-n', '-f', $file->filename, '-s', $scale,
 			'-c', $clients, '-j', $clients, '-T', $seconds,
 			'-h', $node->host, '-p', $node->port, 'postgres'
 		],
-		'>', \$stdout, '2>', \$stderr);
-	ok($ok, "pgbench update load, $clients client(s), ${seconds}s")
-	  or diag($stderr);
+		"pgbench update load, $clients client(s), ${seconds}s");
+}
+
+# Run the update-only load; returns pgbench's output.
+sub update_load
+{
+	my ($node, %opt) = @_;
+	my ($file, $cmd, $label) = update_load_command($node, %opt);
+	my ($stdout, $stderr);
+	my $ok = IPC::Run::run($cmd, '>', \$stdout, '2>', \$stderr);
+	ok($ok, $label) or diag($stderr);
 	return $stdout;
 }
 
-# Make the checkpointer absorb backend write counts into pgstat (a SIGHUP
-# does it) and give the bgwriter and bgw_jit a cycle to report.
+# Start the update-only load in the background; the handle's finish()
+# waits for it, checks that it succeeded and returns pgbench's output.
+sub start_update_load
+{
+	my ($node, %opt) = @_;
+	my ($file, $cmd, $label) = update_load_command($node, %opt);
+	my %load = (file => $file, label => $label);
+	$load{h} = IPC::Run::start($cmd, '>', \$load{out}, '2>', \$load{err});
+	return bless \%load, 'BgwJitTest::Load';
+}
+
+sub BgwJitTest::Load::finish
+{
+	my ($load) = @_;
+	my $ok = $load->{h}->finish;
+	ok($ok, $load->{label}) or diag($load->{err});
+	return $load->{out};
+}
+
+# Reload the configuration and wait until the worker has loaded it (its
+# conf_load_time reaches past the moment of the request); returns that
+# moment.
+sub reload_and_wait
+{
+	my ($node) = @_;
+	my $t = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+	$node->reload;
+	$node->poll_query_until('postgres',
+		"SELECT conf_load_time >= '$t' FROM bgw_jit_stats")
+	  or die 'the worker did not reload its configuration';
+	return $t;
+}
+
+# Append settings to postgresql.conf and wait until the worker uses them.
+sub set_conf
+{
+	my ($node, @lines) = @_;
+	$node->append_conf('postgresql.conf', join("\n", @lines));
+	return reload_and_wait($node);
+}
+
+# Wait until the worker has published a cycle that began after $t.
+sub wait_for_cycle_after
+{
+	my ($node, $t) = @_;
+	$node->poll_query_until('postgres',
+		"SELECT last_cycle_at > '$t' FROM bgw_jit_stats")
+	  or die "no worker cycle after $t";
+	return;
+}
+
+# Bring bgw_jit_stats.buf_backend up to date.  buffers_backend reaches
+# pgstat only when the checkpointer absorbs its request queue, which a
+# reload makes it do; the worker folds the new value in at its next cycle.
+# So: reload, then wait until buffers_backend stays the same across a
+# cycle of the worker, which has then folded exactly that value.
 sub settle_stats
 {
 	my ($node) = @_;
-	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
-	usleep(1_500_000);
-	return;
+	reload_and_wait($node);
+	my $prev = -1;
+	for (1 .. 100)
+	{
+		my ($b, $t) = split /\|/, $node->safe_psql('postgres',
+			'SELECT buffers_backend, clock_timestamp() FROM pg_stat_bgwriter');
+		return if $b == $prev;
+		$prev = $b;
+		wait_for_cycle_after($node, $t);
+	}
+	die 'buffers_backend never settled';
 }
 
 # One row of a query as a hash of column => value.
@@ -155,6 +250,16 @@ sub finish_crash_load
 	$load->{acked}->finish;
 	my ($n) = $load->{acked_out} =~ /actually processed: (\d+)/;
 	return $n // 0;
+}
+
+# Stop the load early (its clients die; their open transactions roll
+# back, so TPC-B's invariant still holds).
+sub stop_crash_load
+{
+	my ($load) = @_;
+	$load->{tpcb}->kill_kill;
+	$load->{acked}->kill_kill;
+	return;
 }
 
 # TPC-B's invariant: every transaction adds the same delta to one account,
