@@ -78,7 +78,7 @@ SELECT name, setting, unit, context, min_val, max_val
 ALTER SYSTEM SET bgw_jit.delay = 9;
 ALTER SYSTEM SET bgw_jit.delay = 10001;
 ALTER SYSTEM SET bgw_jit.delay = '2min';
-ALTER SYSTEM SET bgw_jit.lru_maxpages = -1;
+ALTER SYSTEM SET bgw_jit.lru_maxpages = -2;
 ALTER SYSTEM SET bgw_jit.lru_maxpages = 1073741824;
 ALTER SYSTEM SET bgw_jit.lru_multiplier = -0.1;
 ALTER SYSTEM SET bgw_jit.lru_multiplier = 10.01;
