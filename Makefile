@@ -5,6 +5,7 @@ OBJS = \
 	$(WIN32RES) \
 	bgw_jit.o \
 	cleaner.o \
+	compat.o \
 	estimator.o \
 	persist.o \
 	stats.o \
@@ -17,6 +18,11 @@ PGFILEDESC = "bgw_jit - just-in-time background buffer cleaning"
 REGRESS = bgw_jit
 REGRESS_OPTS = --temp-config=$(srcdir)/bgw_jit.conf --temp-instance=$(CURDIR)/tmp_check_regress
 TAP_TESTS = 1
+
+# The library's version (shown by pg_get_loaded_modules() on 18+) is the
+# extension's default version.
+BGW_JIT_VERSION := $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" bgw_jit.control)
+PG_CPPFLAGS += -DBGW_JIT_VERSION='"$(BGW_JIT_VERSION)"'
 
 # Test builds only: "make FAULT_INJECTION=1" adds bgw_jit.inject_error.
 ifdef FAULT_INJECTION

@@ -28,7 +28,7 @@
 #include "compat.h"
 #include "estimator.h"
 
-PG_MODULE_MAGIC;
+BGW_JIT_MODULE_MAGIC;
 
 /* Seconds the postmaster waits before restarting a worker that failed. */
 #define BGW_JIT_RESTART_SECONDS 5
@@ -327,16 +327,19 @@ void
 bgw_jit_reset_counters(void)
 {
 	BgwJitShared *s = bgw_jit_shared;
-	uint64		backend_writes;
+	uint64		backend_writes = 0;
+	bool		fresh;
 
-	/* backend writes absorbed so far belong to the old period */
-	pgstat_clear_snapshot();
-	backend_writes = compat_shared_backend_writes();
+	/* backend writes counted so far belong to the old period */
+	fresh = compat_backend_writes_baseline(&backend_writes);
 
 	LWLockAcquire(s->lock, LW_EXCLUSIVE);
 	memset(&s->counters, 0, sizeof(s->counters));
-	s->backend_seen = backend_writes;
-	s->backend_seen_valid = true;
+	if (fresh)
+	{
+		s->backend_seen = backend_writes;
+		s->backend_seen_valid = true;
+	}
 	s->history_count = 0;
 	s->stats_reset = GetCurrentTimestamp();
 	LWLockRelease(s->lock);

@@ -134,7 +134,7 @@ bgw_jit_main(Datum main_arg)
 		EmitErrorReport();
 		LWLockReleaseAll();
 		ConditionVariableCancelSleep();
-		AbortBufferIO();
+		compat_abort_buffer_io();
 		UnlockBuffers();
 		ReleaseAuxProcessResources(false);
 		AtEOXact_Buffers(false);
@@ -173,7 +173,7 @@ bgw_jit_main(Datum main_arg)
 
 		/* Don't keep files of dropped relations open across checkpoints. */
 		if (FirstCallSinceLastCheckpoint())
-			smgrcloseall();
+			compat_smgr_free_all();
 
 		flush_after = (bgw_jit_flush_after >= 0) ? bgw_jit_flush_after :
 			bgwriter_flush_after;
@@ -182,6 +182,9 @@ bgw_jit_main(Datum main_arg)
 		run_cycle(&result);
 		MemoryContextSwitchTo(oldcontext);
 		MemoryContextReset(cycle_context);
+
+		/* our writes into pg_stat_io now, not at exit (rate-limited) */
+		compat_report_stat();
 
 		/*
 		 * Idle back-off: once a cycle had nothing to do, double the sleep on
@@ -242,7 +245,7 @@ run_cycle(CycleResult *result)
 									  compat_shared_buf_alloc(),
 									  hand_position,
 									  &result->entry.alloc_reported);
-	backend_writes = compat_shared_backend_writes();
+	backend_writes = compat_backend_writes();
 
 	result->strategy_buf_id = strategy_buf_id;
 	result->entry.strategy = bgw_jit_strategy;
@@ -432,18 +435,20 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
 	s->counters.hibernations += result->entered_hibernation ? 1 : 0;
 
 	/*
-	 * buffers_backend rises when the checkpointer absorbs its queue, and
-	 * then includes every write we did before this cycle began: pair the
-	 * rise with our writes so far, so that buf_backend can exclude them
-	 * without subtracting writes not yet absorbed.  Going backwards means
-	 * pg_stat_reset_shared() ran.
+	 * Going backwards means the count restarted (pg_stat_reset_shared() on
+	 * 15, a new worker on 16+).  On 15 buffers_backend rises when the
+	 * checkpointer absorbs its queue, and then includes every write we did
+	 * before this cycle began: pair the rise with our writes so far, so
+	 * that buf_backend can exclude them without subtracting writes not yet
+	 * absorbed.
 	 */
 	if (s->backend_seen_valid && backend_writes != s->backend_seen)
 	{
 		s->counters.backend_writes += (backend_writes > s->backend_seen) ?
 			backend_writes - s->backend_seen : backend_writes;
-		s->counters.own_writes_absorbed = s->counters.buf_clean +
-			s->counters.buf_all_clean;
+		if (COMPAT_BACKEND_WRITES_INCLUDE_OWN)
+			s->counters.own_writes_absorbed = s->counters.buf_clean +
+				s->counters.buf_all_clean;
 	}
 	s->backend_seen = backend_writes;
 	s->backend_seen_valid = true;

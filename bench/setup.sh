@@ -5,7 +5,10 @@
 # builds it there and installs it.  PostgreSQL refuses to run as root, so
 # server-side steps run as the "postgres" account when invoked as root.
 
-PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
+# PG_MAJOR picks the server version (default 15, this machine's packages;
+# 17, 18 and 19 run in a Debian root, see pgroot.sh).
+PG_MAJOR=${PG_MAJOR:-15}
+PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/$PG_MAJOR/bin}
 PG_CONFIG=${PG_CONFIG:-$PG_BINDIR/pg_config}
 BGW_JIT_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BGW_JIT_CFLAGS='-Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers'

@@ -4,12 +4,17 @@
 # Installs what it needs, builds with warnings as errors, installs the
 # extension, then runs the pg_regress suite and the TAP tests (each on
 # throw-away clusters of its own) as an unprivileged account.
+# PG_MAJOR=17 (or 18, 19) runs it all against that version instead, in a
+# Debian root made on first use (bench/pgroot.sh); default 15.
 set -euo pipefail
 
+. "$(dirname "$0")/../bench/pgroot.sh"
+bgw_jit_pgroot_run "$0" "$@"
 . "$(dirname "$0")/../bench/setup.sh"
 
-bgw_jit_require_packages postgresql-15 postgresql-server-dev-15 \
+bgw_jit_require_packages postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR \
 	libipc-run-perl make gcc
+echo "== PostgreSQL $("$PG_CONFIG" --version | sed 's/^PostgreSQL //')"
 
 work=$(mktemp -d /tmp/bgw_jit_test.XXXXXX)
 chmod 755 "$work"
