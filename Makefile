@@ -17,6 +17,11 @@ PGFILEDESC = "bgw_jit - just-in-time background buffer cleaning"
 
 REGRESS = bgw_jit
 REGRESS_OPTS = --temp-config=$(srcdir)/bgw_jit.conf --temp-instance=$(CURDIR)/tmp_check_regress
+# As in core's "make check": settings appended to the temp instance's
+# configuration (TAP tests read the same variable).
+ifdef TEMP_CONFIG
+REGRESS_OPTS += --temp-config=$(TEMP_CONFIG)
+endif
 TAP_TESTS = 1
 
 # The library's version (shown by pg_get_loaded_modules() on 18+) is the
@@ -29,6 +34,6 @@ ifdef FAULT_INJECTION
 PG_CPPFLAGS += -DBGW_JIT_FAULT_INJECTION
 endif
 
-PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)

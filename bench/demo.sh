@@ -2,7 +2,8 @@
 # bench/demo.sh - watch bgw_jit clean under load, next to the built-in
 # background writer, on a throw-away cluster.
 #
-# Builds and installs the extension, creates a cluster with a 32 MB buffer
+# Builds the extension and stages it where only the demo's server loads
+# it (nothing is installed system-wide), creates a cluster with a 32 MB buffer
 # pool and a ~400 MB pgbench database (scale 25), then runs the update-only
 # workload twice: once with the built-in writer's defaults, once with
 # bgw_jit (switched by reload, no restart).  Prints both side by side.
@@ -29,8 +30,8 @@ stop_server() {
 trap stop_server EXIT
 trap 'exit 130' INT TERM
 
-echo "== building and installing bgw_jit"
-bgw_jit_build_install "$work/src"
+echo "== building bgw_jit (staged in $work/build/stage)"
+bgw_jit_build_stage "$work/build"
 
 echo "== creating a throw-away cluster in $data"
 as_server_user initdb -k -D "$data" >/dev/null
@@ -49,6 +50,7 @@ bgw_jit.delay = 20ms
 bgw_jit.lru_multiplier = 4.0
 bgw_jit.lru_maxpages = 1000
 EOC
+cat "$BGW_JIT_STAGE_CONF" >>"$data/postgresql.conf"
 [ "$(id -u)" -eq 0 ] && chown "$BGW_JIT_USER" "$data/postgresql.conf"
 as_server_user pg_ctl -D "$data" -l "$work/server.log" -w start >/dev/null
 

@@ -336,13 +336,14 @@ bgw_jit_pgroot_run() {
 
 	# the environment the scripts read, and nothing else of the host's
 	while IFS='=' read -r var _; do
-		case $var in BGW_JIT_ROOT_* | BGW_JIT_PGROOT*) continue ;; esac
+		case $var in BGW_JIT_ROOT_* | BGW_JIT_PGROOT* | BGW_JIT_HOST_ROOT | BGW_JIT_IN_ROOT) continue ;; esac
 		case $var in BGW_JIT_* | PROVE_* | PG_TEST_* | TERM) envs+=("$var=${!var}") ;; esac
 	done < <(env)
 	echo "== PostgreSQL $PG_MAJOR ($(grep ^postgresql= "$BGW_JIT_PGROOT/etc/bgw_jit-root" | cut -d= -f2)) in $BGW_JIT_PGROOT"
 	chroot "$BGW_JIT_PGROOT" /usr/bin/env -i \
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 		HOME=/root LANG=C.UTF-8 PG_MAJOR="$PG_MAJOR" BGW_JIT_IN_ROOT="$PG_MAJOR" \
+		BGW_JIT_HOST_ROOT="$BGW_JIT_PGROOT" \
 		${envs[@]+"${envs[@]}"} \
 		bash "$BGW_JIT_ROOT_SRC/$rel" "$@" &
 	BGW_JIT_PGROOT_CHILD=$!

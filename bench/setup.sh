@@ -2,8 +2,10 @@
 #
 # Installs the packages the build and the tests need (when run as root on
 # Debian), copies the source to a directory the server account can write,
-# builds it there and installs it.  PostgreSQL refuses to run as root, so
-# server-side steps run as the "postgres" account when invoked as root.
+# builds it there and installs it, either system-wide or into a staging
+# directory that only the servers configured for it load from.
+# PostgreSQL refuses to run as root, so server-side steps run as the
+# "postgres" account when invoked as root.
 
 # PG_MAJOR picks the server version (default 15, this machine's packages;
 # 17, 18 and 19 run in a Debian root, see pgroot.sh).
@@ -45,20 +47,52 @@ as_server_user() {
 	fi
 }
 
-# Copy the source tree to $1 (owned by the server account), build it there
-# with warnings as errors, and install it (needs root or a writable
-# PostgreSQL installation).  Further arguments go to make (e.g. the test
-# suite's FAULT_INJECTION=1).
-bgw_jit_build_install() {
+# Copy the source tree to $1 (owned by the server account) and build it
+# there with warnings as errors.  Further arguments go to make (e.g. the
+# test suite's FAULT_INJECTION=1).
+bgw_jit_build() {
 	local dir=$1
 	shift
 	mkdir -p "$dir"
 	(cd "$BGW_JIT_SRC" && tar --exclude=.git --exclude=tmp_check \
 		--exclude=tmp_check_regress --exclude=results --exclude='bench/out' \
-		-cf - .) | tar -xf - -C "$dir"
+		--exclude=stage -cf - .) | tar -xf - -C "$dir"
 	[ "$(id -u)" -eq 0 ] && chown -R "$BGW_JIT_USER" "$dir"
-	as_server_user make -C "$dir" -s clean >/dev/null
+	as_server_user make -C "$dir" -s PG_CONFIG="$PG_CONFIG" clean >/dev/null
 	as_server_user make -C "$dir" -s PG_CONFIG="$PG_CONFIG" \
 		COPT="$BGW_JIT_CFLAGS -Werror" "$@"
+}
+
+# bgw_jit_build, then install into the PostgreSQL installation itself
+# (needs root or a writable installation).
+bgw_jit_build_install() {
+	local dir=$1
+	shift
+	bgw_jit_build "$dir" "$@"
 	make -C "$dir" -s PG_CONFIG="$PG_CONFIG" "$@" install >/dev/null
+}
+
+# Build in $1/src and install into the staging directory $1/stage
+# (make install DESTDIR=...), where only servers told to look there load
+# it: nothing is installed system-wide.  Writes $1/stage.conf, the
+# postgresql.conf lines that make a server use the staged build, and sets
+# BGW_JIT_STAGE_CONF to its path.  extension_destdir (a Debian patch to
+# PostgreSQL) serves CREATE EXTENSION and '$libdir/' module paths;
+# shared_preload_libraries is resolved through dynamic_library_path.
+bgw_jit_build_stage() {
+	local dir=$1 pkglibdir
+	shift
+	mkdir -p "$dir"
+	[ "$(id -u)" -eq 0 ] && chown "$BGW_JIT_USER" "$dir"
+	bgw_jit_build "$dir/src" "$@"
+	as_server_user make -C "$dir/src" -s PG_CONFIG="$PG_CONFIG" \
+		DESTDIR="$dir/stage" "$@" install >/dev/null
+	pkglibdir=$("$PG_CONFIG" --pkglibdir)
+	BGW_JIT_STAGE_CONF=$dir/stage.conf
+	cat >"$BGW_JIT_STAGE_CONF" <<EOC
+# load bgw_jit from the staging directory $dir/stage
+extension_destdir = '$dir/stage'
+dynamic_library_path = '$dir/stage$pkglibdir:\$libdir'
+EOC
+	chmod 644 "$BGW_JIT_STAGE_CONF"
 }
