@@ -45,6 +45,7 @@ SELECT count(*) FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid
    AND p.prosecdef;
 
 -- Settings: defaults, units, and bounds rejected with the old value kept.
+-- (From 17 the messages give the range with units: expected/bgw_jit_1.out.)
 SELECT name, setting, unit, context, min_val, max_val
   FROM pg_settings
  WHERE name LIKE 'bgw\_jit.%' AND name <> 'bgw_jit.inject_error' -- test builds
@@ -160,6 +161,7 @@ ALTER EXTENSION bgw_jit UPDATE TO '0.9';
 -- Upgrade paths: every older version updated to the default must end with
 -- exactly the objects of a fresh install.  (Only 1.0 exists so far: this
 -- is the harness the next version's update script will be checked by.)
+-- From 17 the views' row types and their array types are members too.
 CREATE TEMP TABLE fresh_objects AS
     SELECT pg_describe_object(classid, objid, objsubid) AS obj
       FROM pg_depend

@@ -13,7 +13,7 @@ use Test::More;
 use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(new_bgw_jit_node pgbench_init update_load
-  settle_stats query_hash wait_for_worker worker_pid check_integrity
+  settle_stats core_backend_writes_sql query_hash wait_for_worker worker_pid check_integrity
   has_fault_injection start_crash_load finish_crash_load check_tpcb_invariant);
 
 # pgbench's update-only transaction (seed 001's workload).
@@ -78,14 +78,43 @@ sub update_load
 	return $stdout;
 }
 
-# Make the checkpointer absorb backend write counts into pgstat (a SIGHUP
-# does it) and give the bgwriter and bgw_jit a cycle to report.
+# Let the backend write counts settle.  On 15 the checkpointer absorbs
+# them into pgstat on SIGHUP; then give the bgwriter and bgw_jit a cycle to
+# report.  From 16 every process reports its own I/O to pg_stat_io (a
+# client when its session ends, bgw_jit about once a second), and bgw_jit
+# samples it at most once a second and wakes at least once a second.
 sub settle_stats
 {
 	my ($node) = @_;
+	if ($node->pg_version >= 16)
+	{
+		usleep(2_500_000);
+		return;
+	}
 	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
 	usleep(1_500_000);
 	return;
+}
+
+# SQL for the server's own count of backend writes, the figure bgw_jit's
+# buf_backend is derived from: pg_stat_bgwriter.buffers_backend on 15
+# (this worker's writes included); from 16, normal-context relation
+# writes in pg_stat_io by every process type but the checkpointer and the
+# bgwriter.  From 16 also: only => TYPE counts one backend type's writes,
+# without_workers => 1 leaves out background workers (bgw_jit among them).
+sub core_backend_writes_sql
+{
+	my ($node, %opt) = @_;
+	return '(SELECT buffers_backend FROM pg_stat_bgwriter)'
+	  if $node->pg_version < 16;
+	my @out = ('checkpointer', 'background writer');
+	push @out, 'background worker' if $opt{without_workers};
+	my $which =
+	  defined $opt{only}
+	  ? "backend_type = '$opt{only}'"
+	  : 'backend_type NOT IN (' . join(', ', map { "'$_'" } @out) . ')';
+	return "(SELECT coalesce(sum(writes), 0) FROM pg_stat_io
+		WHERE object = 'relation' AND context = 'normal' AND $which)";
 }
 
 # One row of a query as a hash of column => value.
