@@ -10,9 +10,9 @@
  * From 16, pg_stat_io counts writes per backend type and I/O context as
  * each process flushes its pending statistics.  The worker's own writes
  * are among the "background worker" ones; it takes them away exactly by
- * sampling the shared counters only at moments when none of its own
- * statistics are pending, so that the shared counters hold precisely the
- * writes it has done (pgBufferUsage.shared_blks_written, bumped next to
+ * sampling the shared counters right after flushing all of its own
+ * statistics, so that the shared counters hold precisely the writes it
+ * has done (pgBufferUsage.shared_blks_written, bumped next to
  * pg_stat_io's write count in FlushBuffer).  Per-backend I/O statistics
  * (18+) would give the same figure under the same condition, but can be
  * reset from outside (pg_stat_reset_backend_stats), so they are not used.
@@ -30,15 +30,14 @@
 
 #include "compat.h"
 
-#if PG_VERSION_NUM >= 160000
+/* How often the worker reports its statistics (and samples pg_stat_io). */
+#define REPORT_INTERVAL_MS	1000
 
-/* Sample pg_stat_io at most this often (it copies every backend type's). */
-#define IO_SAMPLE_INTERVAL_MS	1000
+#if PG_VERSION_NUM >= 160000
 
 /* The worker's view of others' writes, advanced at each sample. */
 static uint64 others_writes = 0;
 static bool sample_valid = false;
-static TimestampTz last_sample_at;
 static TimestampTz io_stats_reset;
 static PgStat_Counter io_writes_seen;	/* shared counter at last sample */
 static int64 own_writes_seen;	/* our writes at last sample */
@@ -65,8 +64,9 @@ io_backend_writes(TimestampTz *stat_reset)
 }
 
 /*
- * Advance others_writes.  Only call when none of this process's statistics
- * are pending, so the shared counters include exactly its own writes.
+ * Advance others_writes.  Only call right after a full flush of this
+ * process's statistics, so the shared counters include exactly its own
+ * writes.
  */
 static void
 sample_backend_writes(void)
@@ -101,30 +101,30 @@ sample_backend_writes(void)
 #endif							/* PG_VERSION_NUM >= 160000 */
 
 /*
- * Send the worker's pending statistics to the shared ones, so that its
- * writes show in pg_stat_io within about a second, not at exit; and on
- * 16+ take a sample of the backend writes when that left nothing pending.
+ * Send the worker's pending statistics to the shared ones about once a
+ * second, so that its writes show in pg_stat_io promptly, not at exit;
+ * on 16+ take a sample of the backend writes right after.
+ *
+ * The flush is forced: unforced, pgstat_report_stat() paces itself by the
+ * transaction stop time, which outside transactions never advances (on
+ * 16+ it is cached at the first call), so after one flush it would hold
+ * everything back until exit.  A forced flush also leaves nothing of ours
+ * pending, which the sample needs.
  */
 void
 compat_report_stat(void)
 {
-	long		pending = pgstat_report_stat(false);
+	static TimestampTz last_report = 0;
+	TimestampTz now = GetCurrentTimestamp();
 
+	if (last_report != 0 &&
+		!TimestampDifferenceExceeds(last_report, now, REPORT_INTERVAL_MS))
+		return;
+	last_report = now;
+
+	pgstat_report_stat(true);
 #if PG_VERSION_NUM >= 160000
-	if (pending == 0)
-	{
-		TimestampTz now = GetCurrentTimestamp();
-
-		if (!sample_valid ||
-			TimestampDifferenceExceeds(last_sample_at, now,
-									   IO_SAMPLE_INTERVAL_MS))
-		{
-			sample_backend_writes();
-			last_sample_at = now;
-		}
-	}
-#else
-	(void) pending;
+	sample_backend_writes();
 #endif
 }
 

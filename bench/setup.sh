@@ -96,3 +96,42 @@ dynamic_library_path = '$dir/stage$pkglibdir:\$libdir'
 EOC
 	chmod 644 "$BGW_JIT_STAGE_CONF"
 }
+
+# The server's own count of backend writes, as SQL, for server_version_num
+# $1: pg_stat_bgwriter.buffers_backend on 15; from 16 (where that column
+# is gone or going) the normal-context relation writes that pg_stat_io
+# counts for every process type but the checkpointer and the bgwriter.
+# Both include bgw_jit's writes (16+: as a background worker's).
+bgw_jit_core_backend_writes_sql() {
+	if [ "$1" -ge 160000 ]; then
+		echo "(SELECT coalesce(sum(writes), 0)::bigint FROM pg_stat_io
+			WHERE object = 'relation' AND context = 'normal'
+			AND backend_type NOT IN ('checkpointer', 'background writer'))"
+	else
+		echo "(SELECT buffers_backend FROM pg_stat_bgwriter)"
+	fi
+}
+
+# SQL that zeroes the server's counters behind the figures above.
+bgw_jit_core_reset_sql() {
+	if [ "$1" -ge 160000 ]; then
+		echo "pg_stat_reset_shared('bgwriter'), pg_stat_reset_shared('io')"
+	else
+		echo "pg_stat_reset_shared('bgwriter')"
+	fi
+}
+
+# Let backend write counts settle after a load (server_version_num $1,
+# then the command that runs psql).  15: the checkpointer absorbs them on
+# SIGHUP.  16+: sessions report their I/O when they end, bgw_jit about once
+# a second, and bgw_jit samples pg_stat_io at most once a second.
+bgw_jit_settle_stats() {
+	local vnum=$1
+	shift
+	if [ "$vnum" -ge 160000 ]; then
+		sleep 2.5
+	else
+		"$@" -c 'SELECT pg_reload_conf()' >/dev/null
+		sleep 1.5
+	fi
+}
