@@ -61,12 +61,17 @@ bgw_jit_pgroot_mirror() {
 	echo "$uri"
 }
 
-# Whether anything is mounted at or below directory $1.
-bgw_jit_pgroot_has_mounts() {
+# Mount points at or below directory $1, deepest first.
+bgw_jit_pgroot_mounts_below() {
 	local d
 	d=$(realpath -m "$1")
-	awk -v d="$d" '$5 == d || index($5, d "/") == 1 { found = 1 } END { exit !found }' \
-		/proc/self/mountinfo
+	awk -v d="$d" '$5 == d || index($5, d "/") == 1 { print $5 }' \
+		/proc/self/mountinfo | sort -r
+}
+
+# Whether anything is mounted at or below directory $1.
+bgw_jit_pgroot_has_mounts() {
+	[ -n "$(bgw_jit_pgroot_mounts_below "$1")" ]
 }
 
 # Pids of processes whose root directory is $1 (so: ones a run started).
@@ -134,8 +139,10 @@ bgw_jit_pgroot_mount() {
 	cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
 }
 
-# Undo bgw_jit_pgroot_mount, innermost first.  Refuses to go on (returns
-# 1) if something stays mounted, so no caller deletes through a mount.
+# Undo bgw_jit_pgroot_mount, innermost first, and whatever else is still
+# mounted below the root (debootstrap's own /proc and /sys, if it was
+# interrupted).  Refuses to go on (returns 1) if something stays mounted,
+# so no caller deletes through a mount.
 bgw_jit_pgroot_umount() {
 	local root=$1 i m
 	bgw_jit_pgroot_stop_processes "$root"
@@ -148,9 +155,13 @@ bgw_jit_pgroot_umount() {
 		}
 	done
 	BGW_JIT_PGROOT_MOUNTS=()
+	for m in $(bgw_jit_pgroot_mounts_below "$root"); do
+		[ "$m" = "$(realpath -m "$root")" ] && continue
+		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+	done
 	if bgw_jit_pgroot_has_mounts "$root"; then
 		echo "pgroot: mounts remain under $root:" >&2
-		awk -v d="$root" 'index($5, d) == 1 { print "  " $5 }' /proc/self/mountinfo >&2
+		bgw_jit_pgroot_mounts_below "$root" | sed 's/^/  /' >&2
 		return 1
 	fi
 	return 0
@@ -224,6 +235,11 @@ bgw_jit_pgroot_create() {
 				bgw_jit_pgroot_die "installing PostgreSQL 19 from experimental failed"
 			}
 		bgw_jit_pgroot_umount "$tmp" || bgw_jit_pgroot_die "could not unmount from $tmp"
+	fi
+	# the cluster the packages make is never used: only throw-away ones are
+	if [ -d "$tmp/etc/postgresql/$major/main" ]; then
+		chroot "$tmp" pg_dropcluster "$major" main ||
+			bgw_jit_pgroot_die "could not drop the packages' cluster in $tmp"
 	fi
 	chroot "$tmp" apt-get clean
 

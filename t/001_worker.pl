@@ -69,11 +69,12 @@ is($on->{buffers_clean}, 0, 'the built-in LRU scan stayed off');
 # --- from 16: buf_backend is pg_stat_io's count without the worker's ---
 # Writes of the worker, not yet reported, would blur the start: stop it and
 # let it report; clean the pool so that our own sessions evict nothing
-# dirty.  Over a load from there, pg_stat_io's writes by client backends
-# (and other types but the checkpointer, the bgwriter and background
-# workers) must equal buf_backend, and its background-worker writes the
-# worker's own, soon after the load (the worker reports about once a
-# second, not only at exit).
+# dirty.  Over a load from there, with both the worker and the backends
+# writing, pg_stat_io's writes by client backends (and other types but the
+# checkpointer, the bgwriter and background workers) must equal
+# buf_backend, and its background-worker writes the worker's own, soon
+# after the load (the worker reports about once a second, not only at
+# exit).
 SKIP:
 {
 	skip 'pg_stat_io exists from PostgreSQL 16', 4 if $node->pg_version < 16;
@@ -86,10 +87,14 @@ SKIP:
 	settle_stats($node);
 	my $base = query_hash($node,
 		"SELECT bgw_jit_reset(), $others AS others, $worker AS worker");
-	$node->append_conf('postgresql.conf', 'bgw_jit.enabled = on');
+	# held back to a few writes a cycle, so that backends write too
+	$node->append_conf('postgresql.conf',
+		"bgw_jit.enabled = on\nbgw_jit.lru_maxpages = 10");
 	$node->reload;
 	update_load($node, clients => 2, seconds => 5, scale => $scale);
 	$node->safe_psql('postgres', 'CHECKPOINT');
+	$node->append_conf('postgresql.conf', 'bgw_jit.lru_maxpages = 1000');
+	$node->reload;
 	my $figures = "SELECT buf_clean + buf_all_clean AS own, buf_backend,
 		$others - $base->{others} AS others,
 		$worker - $base->{worker} AS worker FROM bgw_jit_stats";

@@ -13,7 +13,8 @@ use Test::More;
 use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(new_bgw_jit_node pgbench_init update_load
-  settle_stats core_backend_writes_sql query_hash wait_for_worker worker_pid check_integrity
+  settle_stats core_backend_writes_sql query_hash wait_for_connections
+  wait_for_worker worker_pid check_integrity
   has_fault_injection start_crash_load finish_crash_load check_tpcb_invariant);
 
 # pgbench's update-only transaction (seed 001's workload).
@@ -222,6 +223,22 @@ sub worker_pid
 	my ($node) = @_;
 	return $node->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'bgw_jit'");
+}
+
+# Wait until the server accepts connections again after a crash restart.
+# (poll_query_until feeds psql its query on stdin, and dies of EPIPE when
+# psql is turned away during recovery before reading it.)
+sub wait_for_connections
+{
+	my ($node) = @_;
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		return 1
+		  if IPC::Run::run(
+			[ 'pg_isready', '-q', '-h', $node->host, '-p', $node->port ]);
+		usleep(100_000);
+	}
+	return 0;
 }
 
 # Wait until a bgw_jit worker other than $old_pid is running; its pid.
