@@ -7,9 +7,9 @@
  * Core's SyncOneBuffer() is static, so this uses exported calls: copy the
  * tag under the header lock, pin with ReadRecentBuffer() (which re-checks
  * the tag and, for a first pin, leaves the usage count alone), then
- * FlushOneBuffer() under a share content lock (share-exclusive on 19).  Between our header unlock
- * and the pin a backend may use the page again; the cost is at most one
- * extra write, never a wrong one.
+ * FlushOneBuffer() under a share content lock (share-exclusive on 19).
+ * Between our header unlock and the pin a backend may use the page again;
+ * the cost is at most one extra write, never a wrong one.
  *
  * Wasted-write accounting: after writing a buffer the worker marks it with
  * a hash of the page's tag (bgw_jit_clean_marks, one uint32 per buffer).

@@ -438,8 +438,8 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
 	 * Going backwards means the count restarted (pg_stat_reset_shared() on
 	 * 15, a new worker on 16+).  On 15 buffers_backend rises when the
 	 * checkpointer absorbs its queue, and then includes every write we did
-	 * before this cycle began: pair the rise with our writes so far, so
-	 * that buf_backend can exclude them without subtracting writes not yet
+	 * before this cycle began: pair the rise with our writes so far, so that
+	 * buf_backend can exclude them without subtracting writes not yet
 	 * absorbed.
 	 */
 	if (s->backend_seen_valid && backend_writes != s->backend_seen)

@@ -27,6 +27,20 @@ $node->safe_psql('postgres',
 my $pid = wait_for_worker($node);
 ok($pid, "worker runs with backend_type bgw_jit (pid $pid)");
 
+# --- 18+: the library names itself and its version ---
+SKIP:
+{
+	skip 'pg_get_loaded_modules() exists from PostgreSQL 18', 1
+	  if $node->pg_version < 18;
+	is( $node->safe_psql(
+			'postgres', q{
+		SELECT m.version = e.default_version
+		FROM pg_get_loaded_modules() m, pg_available_extensions e
+		WHERE m.module_name = 'bgw_jit' AND e.name = 'bgw_jit'}),
+		't',
+		'pg_get_loaded_modules() shows bgw_jit with the extension\'s version');
+}
+
 # Backend writes and worker writes over one load run, from a reset.
 sub measured_run
 {
