@@ -76,11 +76,13 @@ bgw_jit_build_install() {
 # (make install DESTDIR=...), where only servers told to look there load
 # it: nothing is installed system-wide.  Writes $1/stage.conf, the
 # postgresql.conf lines that make a server use the staged build, and sets
-# BGW_JIT_STAGE_CONF to its path.  extension_destdir (a Debian patch to
-# PostgreSQL) serves CREATE EXTENSION and '$libdir/' module paths;
-# shared_preload_libraries is resolved through dynamic_library_path.
+# BGW_JIT_STAGE_CONF to its path.  CREATE EXTENSION finds the staged
+# control and script files through extension_destdir, a Debian patch, up
+# to 17, and through extension_control_path from 18 (where Debian dropped
+# the patch for it); shared_preload_libraries and '$libdir/' module paths
+# are resolved through dynamic_library_path.
 bgw_jit_build_stage() {
-	local dir=$1 pkglibdir
+	local dir=$1 pkglibdir find_extension
 	shift
 	mkdir -p "$dir"
 	[ "$(id -u)" -eq 0 ] && chown "$BGW_JIT_USER" "$dir"
@@ -88,10 +90,15 @@ bgw_jit_build_stage() {
 	as_server_user make -C "$dir/src" -s PG_CONFIG="$PG_CONFIG" \
 		DESTDIR="$dir/stage" "$@" install >/dev/null
 	pkglibdir=$("$PG_CONFIG" --pkglibdir)
+	if [ "$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')" -ge 18 ]; then
+		find_extension="extension_control_path = '$dir/stage$("$PG_CONFIG" --sharedir):\$system'"
+	else
+		find_extension="extension_destdir = '$dir/stage'"
+	fi
 	BGW_JIT_STAGE_CONF=$dir/stage.conf
 	cat >"$BGW_JIT_STAGE_CONF" <<EOC
 # load bgw_jit from the staging directory $dir/stage
-extension_destdir = '$dir/stage'
+$find_extension
 dynamic_library_path = '$dir/stage$pkglibdir:\$libdir'
 EOC
 	chmod 644 "$BGW_JIT_STAGE_CONF"
