@@ -128,7 +128,7 @@ cleaner_sync_buffer(int buf_id, WritebackContext *wb_context, bool any_usage)
 	compat_unlock_buf_hdr(desc, state);
 
 	/* It was evicted and reused in between: no longer ours to judge. */
-	if (!compat_pin_if_tag(&tag, buffer))
+	if (!compat_pin_if_tag(&tag, buffer, state))
 		return result & ~CLEANER_REUSABLE;
 
 	/* Used again before we pinned it: writing now would likely be wasted. */

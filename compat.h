@@ -18,10 +18,11 @@
  * 18	error cleanup of asynchronous I/O (aio_subsys.h: pgaio_error_cleanup);
  *		PG_MODULE_MAGIC_EXT.
  * 19	the buffer state word is 64 bits (buf_internals.h: pg_atomic_uint64
- *		state, UnlockBufHdr without a state argument); content locks are no
- *		longer LWLocks, and a buffer is written under a share-exclusive lock,
- *		which keeps hint-bit setters out while the page is checksummed in
- *		place (bufmgr.h: BUFFER_LOCK_SHARE_EXCLUSIVE, BufferBeginSetHintBits).
+ *		state, UnlockBufHdr without a state argument, UnlockBufHdrExt);
+ *		content locks are no longer LWLocks, and a buffer is written under a
+ *		share-exclusive lock, which keeps hint-bit setters out while the page
+ *		is checksummed in place (bufmgr.h: BUFFER_LOCK_SHARE_EXCLUSIVE,
+ *		BufferBeginSetHintBits); ReadRecentBuffer raises the usage count.
  *
  * Copyright (c) 2026, bgw_jit developers
  *
@@ -95,14 +96,38 @@ compat_unlock_buf_hdr(BufferDesc *desc, CompatBufState state)
 
 /*
  * Pin shared buffer 'buffer' if it still holds 'tag', without raising its
- * usage count (ReadRecentBuffer pins a first reference with
- * PinBuffer_Locked, and makes room in the resource owner itself).  False
- * if the buffer now holds another page.
+ * usage count; 'seen' is its state as last read under the header lock.
+ * False if the buffer now holds another page.  ReadRecentBuffer makes
+ * room in the resource owner itself and, through 18, pins a first
+ * reference with PinBuffer_Locked, which leaves the usage count alone.
+ * 19's pins with PinBuffer(buf, NULL, true) instead, which raises a count
+ * below BM_MAX_USAGE_COUNT by one (its compare-and-swap adds refcount and
+ * usage count together): take that back under the header lock.  Whatever
+ * backends did to the count meanwhile stays; the clock sweep does not
+ * lower the count of a pinned buffer.
  */
 static inline bool
-compat_pin_if_tag(const BufferTag *tag, Buffer buffer)
+compat_pin_if_tag(const BufferTag *tag, Buffer buffer, CompatBufState seen)
 {
-#if PG_VERSION_NUM >= 160000
+#if PG_VERSION_NUM >= 190000
+	BufferDesc *desc = GetBufferDescriptor(buffer - 1);
+	CompatBufState state;
+	uint32		usage;
+
+	if (!ReadRecentBuffer(BufTagGetRelFileLocator(tag),
+						  BufTagGetForkNum(tag), tag->blockNum, buffer))
+		return false;
+	if (BUF_STATE_GET_USAGECOUNT(seen) >= BM_MAX_USAGE_COUNT)
+		return true;
+	state = LockBufHdr(desc);
+	usage = BUF_STATE_GET_USAGECOUNT(state);
+	if (usage > 0)
+		UnlockBufHdrExt(desc, state, (usage - 1) * BUF_USAGECOUNT_ONE,
+						BUF_USAGECOUNT_MASK, 0);
+	else
+		UnlockBufHdr(desc);
+	return true;
+#elif PG_VERSION_NUM >= 160000
 	return ReadRecentBuffer(BufTagGetRelFileLocator(tag),
 							BufTagGetForkNum(tag), tag->blockNum, buffer);
 #else
