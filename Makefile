@@ -12,7 +12,7 @@ OBJS = \
 	worker.o
 
 EXTENSION = bgw_jit
-DATA = bgw_jit--1.0.sql
+DATA = bgw_jit--1.0.sql bgw_jit--1.0--1.1.sql bgw_jit--1.1.sql
 PGFILEDESC = "bgw_jit - just-in-time background buffer cleaning"
 
 REGRESS = bgw_jit

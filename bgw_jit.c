@@ -30,9 +30,6 @@
 
 BGW_JIT_MODULE_MAGIC;
 
-/* Seconds the postmaster waits before restarting a worker that failed. */
-#define BGW_JIT_RESTART_SECONDS 5
-
 bool		bgw_jit_enabled = true;
 int			bgw_jit_delay = 200;
 int			bgw_jit_lru_maxpages = 100;
@@ -149,7 +146,7 @@ define_settings(void)
 
 	DefineCustomEnumVariable("bgw_jit.strategy",
 							 "Cleaning strategy: jit, lap or jit+all.",
-							 "jit estimates upcoming allocations (8.3+); lap scans a fixed share of the pool right behind the clock sweep (seed 001); jit+all adds 8.x's scan of all buffers whatever their usage (seed 003).",
+							 "jit cleans as many buffers ahead of the clock sweep as it estimates backends will need; lap scans a fixed share of the pool per cycle right behind the clock sweep; jit+all adds a scan that writes dirty buffers whatever their usage count, to spread out checkpoint writes.",
 							 &bgw_jit_strategy,
 							 BGW_JIT_STRATEGY_JIT,
 							 strategy_options,
@@ -306,40 +303,53 @@ bgw_jit_check_loaded(void)
 }
 
 /*
- * The history ring, oldest first, in a palloc'd array; *n cycles.  The
- * caller holds the lock (or is the postmaster, alone at exit).
+ * Copy up to 'max' cycles of the history ring into 'out', oldest first,
+ * starting at the cycle with ring index *next (the number of cycles
+ * recorded before it) and stopping before index 'end'.  Cycles already
+ * overwritten are skipped.  Advances *next past what was copied and
+ * returns how many were.  The caller holds the lock, or is the postmaster
+ * alone at exit; it copies in bounded chunks so that the lock is never
+ * held for long.
  */
-BgwJitCycle *
-bgw_jit_history_copy(BgwJitShared *s, uint32 *n)
+int
+bgw_jit_history_read(BgwJitShared *s, uint64 *next, uint64 end,
+					 BgwJitCycle *out, int max)
 {
-	uint64		count = Min(s->history_count, (uint64) s->history_size);
-	uint64		first = s->history_count - count;
-	BgwJitCycle *out = palloc(sizeof(BgwJitCycle) * Max(count, 1));
+	uint64		oldest;
+	int			n = 0;
 
-	for (uint64 i = 0; i < count; i++)
-		out[i] = s->history[(first + i) % s->history_size];
-	*n = (uint32) count;
-	return out;
+	if (s->history_size == 0)
+		return 0;
+	end = Min(end, s->history_count);
+	oldest = s->history_count - Min(s->history_count, (uint64) s->history_size);
+	if (*next < oldest)
+		*next = oldest;
+	while (*next < end && n < max)
+	{
+		out[n++] = s->history[*next % s->history_size];
+		(*next)++;
+	}
+	return n;
 }
 
-/* Zero the cumulative counters and the history; caller checked privileges. */
+/*
+ * Zero the cumulative counters and the history; caller checked privileges.
+ *
+ * Everything that needs the worker (a new baseline for buffers_backend,
+ * clearing the clean marks) it does at its next cycle, when it sees the
+ * new reset generation; a cycle under way now is not counted.  So nothing
+ * here reads cumulative statistics, which would disturb the caller's
+ * statistics snapshot.
+ */
 void
 bgw_jit_reset_counters(void)
 {
 	BgwJitShared *s = bgw_jit_shared;
-	uint64		backend_writes = 0;
-	bool		fresh;
-
-	/* backend writes counted so far belong to the old period */
-	fresh = compat_backend_writes_baseline(&backend_writes);
 
 	LWLockAcquire(s->lock, LW_EXCLUSIVE);
 	memset(&s->counters, 0, sizeof(s->counters));
-	if (fresh)
-	{
-		s->backend_seen = backend_writes;
-		s->backend_seen_valid = true;
-	}
+	s->reset_generation++;
+	s->backend_seen_valid = false;
 	s->history_count = 0;
 	s->stats_reset = GetCurrentTimestamp();
 	LWLockRelease(s->lock);

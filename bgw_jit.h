@@ -14,6 +14,9 @@
 #include "storage/buf_internals.h"
 #include "storage/lwlock.h"
 
+/* Seconds the postmaster waits before restarting a worker that failed. */
+#define BGW_JIT_RESTART_SECONDS 5
+
 /* Cleaning strategies (bgw_jit.strategy). */
 typedef enum BgwJitStrategy
 {
@@ -39,8 +42,8 @@ typedef struct BgwJitCycle
 	int			written;
 	int			all_written;	/* by the all-buffers scan (jit+all) */
 	int			reusable_found; /* reusable buffers the scan found */
-	int			useful;			/* earlier writes found useful */
-	int			wasted;			/* earlier writes found wasted */
+	int			evicted;		/* earlier writes whose page left its buffer */
+	int			redirtied;		/* earlier writes whose page was dirty again */
 	bool		lapped;			/* the hand had overtaken the cleaner */
 	bool		hit_maxpages;
 	int64		cpu_us;			/* CPU time the cycle took */
@@ -52,8 +55,8 @@ typedef struct BgwJitCounters
 	uint64		cycles;
 	uint64		buf_clean;		/* buffers the LRU scan wrote */
 	uint64		buf_all_clean;	/* buffers the all-buffers scan wrote */
-	uint64		buf_clean_useful;	/* writes later found useful */
-	uint64		buf_clean_wasted;	/* writes later found wasted */
+	uint64		buf_clean_evicted;	/* writes whose page later left */
+	uint64		buf_clean_redirtied;	/* writes whose page was dirtied again */
 	uint64		buf_alloc;		/* allocations credited to cycles */
 	uint64		backend_writes; /* increase of pg_stat_bgwriter.buffers_backend */
 	uint64		own_writes_absorbed;	/* our writes already in that increase */
@@ -71,7 +74,18 @@ typedef struct BgwJitShared
 	BgwJitCounters counters;
 	TimestampTz stats_reset;
 
-	/* the buffers_backend value the worker last folded into counters */
+	/*
+	 * Bumped by every bgw_jit_reset().  The worker drops a cycle that a
+	 * reset overtook, and clears the clean marks once per generation
+	 * (marks_generation: the generation they were last cleared for).
+	 */
+	uint64		reset_generation;
+	uint64		marks_generation;
+
+	/*
+	 * The buffers_backend value the worker last folded into counters;
+	 * invalid after a reset until the worker reads a new baseline.
+	 */
 	bool		backend_seen_valid;
 	uint64		backend_seen;
 
@@ -84,6 +98,7 @@ typedef struct BgwJitShared
 	float		smoothed_density;
 	int			upcoming_alloc_est;
 	TimestampTz last_cycle_at;
+	TimestampTz conf_load_time; /* when the worker last loaded its settings */
 
 	/* ring of the last history_size cycles; history_count ever recorded */
 	int			history_size;
@@ -114,7 +129,8 @@ extern uint32 *bgw_jit_clean_marks;
 extern const char *bgw_jit_strategy_name(int strategy);
 extern void bgw_jit_check_loaded(void);
 extern void bgw_jit_reset_counters(void);
-extern BgwJitCycle *bgw_jit_history_copy(BgwJitShared *s, uint32 *n);
+extern int	bgw_jit_history_read(BgwJitShared *s, uint64 *next, uint64 end,
+								 BgwJitCycle *out, int max);
 
 /* persist.c */
 extern void bgw_jit_stats_load(BgwJitShared *s);
@@ -123,8 +139,10 @@ extern void bgw_jit_stats_save(int code, Datum arg);
 /* cleaner.c: outcome flags of cleaner_sync_buffer() */
 #define CLEANER_REUSABLE	0x01	/* unpinned and usage count 0 */
 #define CLEANER_WRITTEN		0x02	/* this call wrote it */
-#define CLEANER_USEFUL		0x04	/* an earlier write proved useful */
-#define CLEANER_WASTED		0x08	/* an earlier write proved wasted */
+#define CLEANER_EVICTED		0x04	/* an earlier write's page has left */
+#define CLEANER_REDIRTIED	0x08	/* an earlier write's page is dirty again */
+
+extern void cleaner_clear_marks(void);
 
 extern int	cleaner_sync_buffer(int buf_id, WritebackContext *wb_context,
 								bool any_usage);

@@ -11,14 +11,27 @@
  * Between our header unlock and the pin a backend may use the page again;
  * the cost is at most one extra write, never a wrong one.
  *
- * Wasted-write accounting: after writing a buffer the worker marks it with
- * a hash of the page's tag (bgw_jit_clean_marks, one uint32 per buffer).
- * The next time any scan meets the buffer the mark is resolved: another
- * page there means the page was evicted clean, so the write spared a
- * backend one (useful), and so does a tag cleared by a backend evicting
- * the page (16+); the same page dirty again, or the page dropped, means
- * the write bought nothing (wasted); the same page still clean leaves it
- * pending.
+ * Judging earlier writes: after writing a buffer the worker marks it with
+ * a hash of the page's tag (bgw_jit_clean_marks, one uint32 per buffer,
+ * touched only by the worker).  The next time any scan meets the buffer
+ * it looks at what the buffer holds now, which is all it can see:
+ *
+ * - the same page, dirty: the page was dirtied again before it was
+ *   evicted, so the early write certainly bought nothing ("redirtied");
+ * - another page, or none (the tag is no longer valid): the page left the
+ *   buffer ("evicted").  Usually it was evicted clean, sparing a backend
+ *   a write; but the page may also have been dirtied and written again
+ *   by someone else between two visits, or its relation dropped or
+ *   truncated (the buffer then goes to the freelist and is soon reused).
+ *   From the buffer alone these cannot be told apart, so "evicted" is an
+ *   upper bound on useful writes and "redirtied" a lower bound on wasted
+ *   ones;
+ * - the same page, clean: still pending, judged at a later visit.  (A
+ *   page evicted and read back into the same buffer between two visits
+ *   looks as if it had never left.)
+ *
+ * Every mark is judged at most once, and marks are cleared when the
+ * statistics are reset, so judgements never exceed the writes counted.
  *
  * Copyright (c) 2026, bgw_jit developers
  *
@@ -30,6 +43,7 @@
 #include "executor/instrument.h"
 #include "storage/bufmgr.h"
 #include "storage/buf_internals.h"
+#include "storage/shmem.h"
 
 #include "bgw_jit.h"
 #include "compat.h"
@@ -57,34 +71,35 @@ tag_mark(const BufferTag *tag)
 }
 
 /*
- * Resolve the mark of a buffer we wrote earlier, from its header as read
- * under the header lock.  Returns CLEANER_USEFUL, CLEANER_WASTED or 0
- * (still pending), clearing the mark once resolved.
+ * Judge the mark of a buffer we wrote earlier, from its header as read
+ * under the header lock.  Returns CLEANER_EVICTED, CLEANER_REDIRTIED or 0
+ * (still pending), clearing the mark once judged.
  */
 static int
 resolve_mark(uint32 *mark, BufferDesc *desc, CompatBufState state)
 {
-	if (!(state & BM_TAG_VALID))
-	{
-		/*
-		 * Being evicted (clean, as we left it): useful.  Otherwise its
-		 * relation was dropped or truncated: wasted.
-		 */
-		*mark = 0;
-		return compat_tag_cleared_by_eviction(state) ?
-			CLEANER_USEFUL : CLEANER_WASTED;
-	}
-	if (tag_mark(&desc->tag) != *mark)
-	{
-		*mark = 0;
-		return CLEANER_USEFUL;
-	}
-	if (state & BM_DIRTY)
-	{
-		*mark = 0;
-		return CLEANER_WASTED;
-	}
-	return 0;
+	int			result;
+
+	/*
+	 * Tag no longer valid: on 15 the buffer was invalidated (relation
+	 * dropped or truncated), on 16+ it may also be in the middle of
+	 * eviction.  Either way the page has left.
+	 */
+	if (!(state & BM_TAG_VALID) || tag_mark(&desc->tag) != *mark)
+		result = CLEANER_EVICTED;
+	else if (state & BM_DIRTY)
+		result = CLEANER_REDIRTIED;
+	else
+		return 0;
+	*mark = 0;
+	return result;
+}
+
+/* Forget every mark: their writes belong to a period that was reset. */
+void
+cleaner_clear_marks(void)
+{
+	memset(bgw_jit_clean_marks, 0, mul_size(NBuffers, sizeof(uint32)));
 }
 
 /*
@@ -143,7 +158,8 @@ cleaner_sync_buffer(int buf_id, WritebackContext *wb_context, bool any_usage)
 #ifdef BGW_JIT_FAULT_INJECTION
 	if (bgw_jit_inject_error)
 		ereport(ERROR,
-				(errmsg("bgw_jit: injected error with buffer %d pinned and locked",
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("bgw_jit: injected error with buffer %d pinned and locked",
 						buffer)));
 #endif
 	written_before = pgBufferUsage.shared_blks_written;

@@ -100,6 +100,20 @@ sample_backend_writes(void)
 }
 #endif							/* PG_VERSION_NUM >= 160000 */
 
+/* When the worker last reported its statistics. */
+static TimestampTz last_report = 0;
+
+/* Flush the worker's statistics now; on 16+ sample pg_stat_io after. */
+static void
+report_now(TimestampTz now)
+{
+	last_report = now;
+	pgstat_report_stat(true);
+#if PG_VERSION_NUM >= 160000
+	sample_backend_writes();
+#endif
+}
+
 /*
  * Send the worker's pending statistics to the shared ones about once a
  * second, so that its writes show in pg_stat_io promptly, not at exit;
@@ -114,18 +128,11 @@ sample_backend_writes(void)
 void
 compat_report_stat(void)
 {
-	static TimestampTz last_report = 0;
 	TimestampTz now = GetCurrentTimestamp();
 
-	if (last_report != 0 &&
-		!TimestampDifferenceExceeds(last_report, now, REPORT_INTERVAL_MS))
-		return;
-	last_report = now;
-
-	pgstat_report_stat(true);
-#if PG_VERSION_NUM >= 160000
-	sample_backend_writes();
-#endif
+	if (last_report == 0 ||
+		TimestampDifferenceExceeds(last_report, now, REPORT_INTERVAL_MS))
+		report_now(now);
 }
 
 /*
@@ -134,30 +141,18 @@ compat_report_stat(void)
  * worker's writes included (honours the caller's stats_fetch_consistency);
  * on 16+ a count private to the worker that excludes its own writes,
  * starting from 0 when the worker starts.  Only the worker calls this.
+ * With 'rebaseline' the caller takes the figure as a new starting point:
+ * on 16+ it is then sampled afresh, so that nothing reported before this
+ * call is counted after it.
  */
 uint64
-compat_backend_writes(void)
+compat_backend_writes(bool rebaseline)
 {
 #if PG_VERSION_NUM >= 160000
+	if (rebaseline)
+		report_now(GetCurrentTimestamp());
 	return others_writes;
 #else
 	return (uint64) pgstat_fetch_stat_checkpointer()->buf_written_backend;
-#endif
-}
-
-/*
- * For a reset from any backend: the backend-write figure from which the
- * new period counts.  False on 16+, where only the worker can tell its own
- * writes apart: the figure it published last is the baseline.
- */
-bool
-compat_backend_writes_baseline(uint64 *writes)
-{
-#if PG_VERSION_NUM >= 160000
-	return false;
-#else
-	pgstat_clear_snapshot();
-	*writes = compat_backend_writes();
-	return true;
 #endif
 }

@@ -9,20 +9,18 @@
  *
  * 16	buffer tags hold a RelFileLocator (buf_internals.h:
  *		BufTagGetRelFileLocator); ScheduleBufferTagForWriteback takes an
- *		IOContext; an evicting backend clears the victim's tag before giving
- *		it a new one (bufmgr.c: InvalidateVictimBuffer); pg_stat_io.
- * 17	buffer I/O in progress belongs to the resource owner
- *		(buf_internals.h: buffer_io_resowner_desc) and AbortBufferIO is
- *		static; smgrcloseall becomes smgrdestroyall (smgr.h);
- *		pg_stat_bgwriter loses buffers_backend.
- * 18	error cleanup of asynchronous I/O (aio_subsys.h: pgaio_error_cleanup);
- *		PG_MODULE_MAGIC_EXT.
+ *		IOContext; pg_stat_io.
+ * 17	smgrcloseall becomes smgrdestroyall (smgr.h); pg_stat_bgwriter loses
+ *		buffers_backend (pgstat.h: PgStat_CheckpointerStats).
+ * 18	PG_MODULE_MAGIC_EXT (fmgr.h).
  * 19	the buffer state word is 64 bits (buf_internals.h: pg_atomic_uint64
  *		state, UnlockBufHdr without a state argument, UnlockBufHdrExt);
  *		content locks are no longer LWLocks, and a buffer is written under a
  *		share-exclusive lock, which keeps hint-bit setters out while the page
  *		is checksummed in place (bufmgr.h: BUFFER_LOCK_SHARE_EXCLUSIVE,
- *		BufferBeginSetHintBits); ReadRecentBuffer raises the usage count.
+ *		BufferBeginSetHintBits); ReadRecentBuffer raises the usage count;
+ *		signal handlers get a pg_signal_info (c.h: SIGNAL_ARGS, port.h:
+ *		PG_SIG_IGN).
  *
  * Copyright (c) 2026, bgw_jit developers
  *
@@ -36,14 +34,16 @@
 #include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
 #include "storage/smgr.h"
-#if PG_VERSION_NUM >= 180000
-#include "storage/aio_subsys.h"
-#endif
 
 #if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 200000
 #error "bgw_jit supports PostgreSQL 15, 17, 18 and 19"
 #elif PG_VERSION_NUM >= 160000 && PG_VERSION_NUM < 170000
 #error "bgw_jit is not tested on PostgreSQL 16 (no Debian package to test against)"
+#endif
+
+/* 19's signal handlers take the sender's details: SIG_IGN needs a cast. */
+#ifndef PG_SIG_IGN
+#define PG_SIG_IGN SIG_IGN
 #endif
 
 /* The library's magic block; 18+ also records its name and version. */
@@ -147,23 +147,6 @@ compat_schedule_writeback(WritebackContext *wb_context, BufferTag *tag)
 }
 
 /*
- * Given the state of a buffer whose tag is no longer valid: was the page
- * evicted, rather than dropped with its relation?  Through 15 a victim is
- * retagged in one step, so a cleared tag always means a drop.  From 16 an
- * evicting backend clears the tag of the (clean) victim it has pinned,
- * then sets the new one; a dropped buffer is unpinned.
- */
-static inline bool
-compat_tag_cleared_by_eviction(CompatBufState state)
-{
-#if PG_VERSION_NUM >= 160000
-	return BUF_STATE_GET_REFCOUNT(state) > 0;
-#else
-	return false;
-#endif
-}
-
-/*
  * Free the smgr objects of all relations (after a checkpoint, so that those
  * of dropped relations go); 17 renamed smgrcloseall.
  */
@@ -174,21 +157,6 @@ compat_smgr_free_all(void)
 	smgrdestroyall();
 #else
 	smgrcloseall();
-#endif
-}
-
-/*
- * Error recovery for buffer I/O, in a process without transactions, where
- * core's bgwriter does it.  On 17 the resource owner ends an unfinished
- * buffer I/O (ReleaseAuxProcessResources), so there is nothing to do here.
- */
-static inline void
-compat_abort_buffer_io(void)
-{
-#if PG_VERSION_NUM >= 180000
-	pgaio_error_cleanup();
-#elif PG_VERSION_NUM < 170000
-	AbortBufferIO();
 #endif
 }
 
@@ -215,7 +183,6 @@ compat_shared_buf_alloc(void)
 
 /* compat.c */
 extern void compat_report_stat(void);
-extern uint64 compat_backend_writes(void);
-extern bool compat_backend_writes_baseline(uint64 *writes);
+extern uint64 compat_backend_writes(bool rebaseline);
 
 #endif							/* BGW_JIT_COMPAT_H */

@@ -50,7 +50,7 @@ extern void jit_refine_density(JitState *state, const JitParams *params,
 							   int64 scanned, int64 reusable_found);
 
 /*
- * Non-destructive allocation counting (see DESIGN "Counting allocations").
+ * Non-destructive allocation counting (README, "Counting allocations").
  *
  * The shared pgstat counter is exact but lags; the clock hand is immediate
  * but misses freelist allocations.  The tracker credits each cycle with the

@@ -29,7 +29,7 @@
 
 #define STATS_FILE		PGSTAT_STAT_PERMANENT_DIRECTORY "/bgw_jit.stat"
 #define STATS_MAGIC		0x54494A42	/* "BJIT" */
-#define STATS_VERSION	1			/* bump when anything saved changes */
+#define STATS_VERSION	2			/* bump when anything saved changes */
 
 typedef struct StatsFileHeader
 {
@@ -51,6 +51,9 @@ typedef struct StatsFileBody
 
 static bool clean_shutdown(void);
 
+/* History cycles handled at a time, so that no copy of the ring is needed. */
+#define CYCLE_CHUNK		256
+
 /*
  * on_shmem_exit callback of the postmaster.  Every other process has
  * exited by now, so no lock is needed.
@@ -61,7 +64,9 @@ bgw_jit_stats_save(int code, Datum arg)
 	BgwJitShared *s = bgw_jit_shared;
 	StatsFileHeader hdr;
 	StatsFileBody body;
-	BgwJitCycle *cycles;
+	BgwJitCycle chunk[CYCLE_CHUNK];
+	uint64		next;
+	int			n;
 	FILE	   *file;
 
 	/* After a crash the counters may be torn: don't keep them. */
@@ -73,34 +78,50 @@ bgw_jit_stats_save(int code, Datum arg)
 	body.stats_reset = s->stats_reset;
 	body.backend_seen_valid = s->backend_seen_valid;
 	body.backend_seen = s->backend_seen;
-	cycles = bgw_jit_history_copy(s, &hdr.ncycles);
 
 	hdr.magic = STATS_MAGIC;
 	hdr.version = STATS_VERSION;
 	hdr.body_size = sizeof(StatsFileBody);
 	hdr.cycle_size = sizeof(BgwJitCycle);
+	hdr.ncycles = (uint32) Min(s->history_count, (uint64) s->history_size);
 	INIT_CRC32C(hdr.crc);
 	COMP_CRC32C(hdr.crc, &body, sizeof(body));
-	COMP_CRC32C(hdr.crc, cycles, sizeof(BgwJitCycle) * hdr.ncycles);
+	next = 0;
+	while ((n = bgw_jit_history_read(s, &next, s->history_count,
+									 chunk, CYCLE_CHUNK)) > 0)
+		COMP_CRC32C(hdr.crc, chunk, sizeof(BgwJitCycle) * n);
 	FIN_CRC32C(hdr.crc);
 
 	file = AllocateFile(STATS_FILE ".tmp", PG_BINARY_W);
-	if (file == NULL ||
-		fwrite(&hdr, sizeof(hdr), 1, file) != 1 ||
-		fwrite(&body, sizeof(body), 1, file) != 1 ||
-		(hdr.ncycles > 0 &&
-		 fwrite(cycles, sizeof(BgwJitCycle), hdr.ncycles, file) != hdr.ncycles) ||
-		FreeFile(file) != 0)
+	if (file == NULL)
+		goto error;
+	if (fwrite(&hdr, sizeof(hdr), 1, file) != 1 ||
+		fwrite(&body, sizeof(body), 1, file) != 1)
+		goto error;
+	next = 0;
+	while ((n = bgw_jit_history_read(s, &next, s->history_count,
+									 chunk, CYCLE_CHUNK)) > 0)
 	{
-		ereport(LOG,
-				(errcode_for_file_access(),
-				 errmsg("could not write file \"%s\": %m", STATS_FILE ".tmp")));
-		if (file)
-			FreeFile(file);
-		unlink(STATS_FILE ".tmp");
-		return;
+		if (fwrite(chunk, sizeof(BgwJitCycle), n, file) != n)
+			goto error;
 	}
+
+	/* FreeFile closes the file even when it fails: never close it twice */
+	n = FreeFile(file);
+	file = NULL;
+	if (n != 0)
+		goto error;
+
 	(void) durable_rename(STATS_FILE ".tmp", STATS_FILE, LOG);
+	return;
+
+error:
+	ereport(LOG,
+			(errcode_for_file_access(),
+			 errmsg("could not write file \"%s\": %m", STATS_FILE ".tmp")));
+	if (file)
+		FreeFile(file);
+	unlink(STATS_FILE ".tmp");
 }
 
 /* pg_control says the cluster was shut down cleanly (primary or standby). */

@@ -15,6 +15,7 @@
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "storage/bufmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -24,14 +25,36 @@
 #include "bgw_jit.h"
 #include "estimator.h"
 
+/*
+ * The SQL definitions of each extension version call their own C symbols,
+ * so that a newer library keeps serving an install not yet updated with
+ * ALTER EXTENSION ... UPDATE: each symbol fills exactly the columns its
+ * version declares.  A column added in a later version is appended under
+ * "if (api >= ...)"; the counts below must follow.
+ */
+typedef enum BgwJitApi
+{
+	BGW_JIT_API_1_0,
+	BGW_JIT_API_1_1
+} BgwJitApi;
+
+#define STATS_COLS_1_0		21
+#define STATS_COLS_1_1		22
+#define STATS_COLS_MAX		22
+#define HISTORY_COLS_1_0	19
+#define HISTORY_COLS_1_1	19
+#define HISTORY_COLS_MAX	19
+#define REPLAY_COLS			6
+
+/* History cycles copied per acquisition of the lock (~24 kB). */
+#define HISTORY_CHUNK		256
+
 PG_FUNCTION_INFO_V1(bgw_jit_stats);
+PG_FUNCTION_INFO_V1(bgw_jit_stats_1_1);
 PG_FUNCTION_INFO_V1(bgw_jit_history);
+PG_FUNCTION_INFO_V1(bgw_jit_history_1_1);
 PG_FUNCTION_INFO_V1(bgw_jit_reset);
 PG_FUNCTION_INFO_V1(bgw_jit_replay);
-
-#define STATS_COLS		21
-#define HISTORY_COLS	19
-#define REPLAY_COLS		6
 
 static Datum
 timestamp_or_null(TimestampTz ts, bool *isnull)
@@ -41,17 +64,32 @@ timestamp_or_null(TimestampTz ts, bool *isnull)
 }
 
 /*
+ * Refuse a result row type of another width than the 'expected' columns
+ * we fill, e.g. a hand-made declaration of one of our C functions.
+ */
+static void
+check_result_columns(TupleDesc tupdesc, const char *fname, int expected)
+{
+	if (tupdesc->natts != expected)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("function %s returns %d columns, but the bgw_jit library fills %d",
+						fname, tupdesc->natts, expected),
+				 errhint("Declare the function as the bgw_jit extension scripts do, or run ALTER EXTENSION bgw_jit UPDATE.")));
+}
+
+/*
  * bgw_jit_stats() - one row of cumulative counters and current state.
  */
-Datum
-bgw_jit_stats(PG_FUNCTION_ARGS)
+static Datum
+stats_internal(FunctionCallInfo fcinfo, BgwJitApi api)
 {
 	BgwJitShared *s;
 	BgwJitShared snap;
 	uint64		buf_backend;
 	TupleDesc	tupdesc;
-	Datum		values[STATS_COLS];
-	bool		nulls[STATS_COLS];
+	Datum		values[STATS_COLS_MAX];
+	bool		nulls[STATS_COLS_MAX];
 	int			i = 0;
 
 	bgw_jit_check_loaded();
@@ -59,6 +97,8 @@ bgw_jit_stats(PG_FUNCTION_ARGS)
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
+	check_result_columns(tupdesc, "bgw_jit_stats",
+						 api >= BGW_JIT_API_1_1 ? STATS_COLS_1_1 : STATS_COLS_1_0);
 
 	LWLockAcquire(s->lock, LW_SHARED);
 	memcpy(&snap, s, offsetof(BgwJitShared, history));
@@ -74,8 +114,9 @@ bgw_jit_stats(PG_FUNCTION_ARGS)
 	values[i++] = Int64GetDatum(snap.counters.buf_all_clean);
 	values[i++] = Int64GetDatum(buf_backend);
 	values[i++] = Int64GetDatum(snap.counters.buf_alloc);
-	values[i++] = Int64GetDatum(snap.counters.buf_clean_useful);
-	values[i++] = Int64GetDatum(snap.counters.buf_clean_wasted);
+	/* 1.0 called these buf_clean_useful and buf_clean_wasted */
+	values[i++] = Int64GetDatum(snap.counters.buf_clean_evicted);
+	values[i++] = Int64GetDatum(snap.counters.buf_clean_redirtied);
 	values[i++] = Int64GetDatum(snap.counters.maxwritten_clean);
 	values[i++] = Int64GetDatum(snap.counters.cycles);
 	values[i++] = Int64GetDatum(snap.counters.laps);
@@ -92,65 +133,122 @@ bgw_jit_stats(PG_FUNCTION_ARGS)
 	i++;
 	values[i] = timestamp_or_null(snap.stats_reset, &nulls[i]);
 	i++;
-	Assert(i == STATS_COLS);
+	if (api >= BGW_JIT_API_1_1)
+	{
+		values[i] = timestamp_or_null(snap.conf_load_time, &nulls[i]);
+		i++;
+	}
+	Assert(i == tupdesc->natts);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
-/*
- * bgw_jit_history() - the cycles kept in the ring, oldest first.
- */
 Datum
-bgw_jit_history(PG_FUNCTION_ARGS)
+bgw_jit_stats(PG_FUNCTION_ARGS)
+{
+	return stats_internal(fcinfo, BGW_JIT_API_1_0);
+}
+
+Datum
+bgw_jit_stats_1_1(PG_FUNCTION_ARGS)
+{
+	return stats_internal(fcinfo, BGW_JIT_API_1_1);
+}
+
+/* One history row, in the columns of 'api'. */
+static void
+put_history_row(ReturnSetInfo *rsinfo, const BgwJitCycle *e, BgwJitApi api)
+{
+	Datum		values[HISTORY_COLS_MAX];
+	bool		nulls[HISTORY_COLS_MAX];
+	int			i = 0;
+
+	memset(nulls, 0, sizeof(nulls));
+	values[i++] = Int64GetDatum(e->cycle);
+	values[i++] = TimestampTzGetDatum(e->at);
+	values[i++] = CStringGetTextDatum(bgw_jit_strategy_name(e->strategy));
+	values[i++] = Int64GetDatum(e->recent_alloc);
+	values[i++] = Int64GetDatum(e->alloc_reported);
+	values[i++] = Int64GetDatum(e->strategy_delta);
+	values[i++] = Float8GetDatum(e->smoothed_alloc);
+	values[i++] = Float8GetDatum(e->smoothed_density);
+	values[i++] = Int32GetDatum(e->upcoming_alloc_est);
+	values[i++] = Int32GetDatum(e->bufs_ahead);
+	values[i++] = Int32GetDatum(e->scanned);
+	values[i++] = Int32GetDatum(e->written);
+	values[i++] = Int32GetDatum(e->all_written);
+	values[i++] = Int32GetDatum(e->reusable_found);
+	/* 1.0 called these useful and wasted */
+	values[i++] = Int32GetDatum(e->evicted);
+	values[i++] = Int32GetDatum(e->redirtied);
+	values[i++] = BoolGetDatum(e->lapped);
+	values[i++] = BoolGetDatum(e->hit_maxpages);
+	values[i++] = Int64GetDatum(e->cpu_us);
+	Assert(i == rsinfo->setDesc->natts);
+
+	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+}
+
+/*
+ * bgw_jit_history() - the cycles kept in the ring, oldest first, as they
+ * were when the call began.  Copied in chunks, each under a short hold of
+ * the lock; a reset in between ends the result early.
+ */
+static Datum
+history_internal(FunctionCallInfo fcinfo, BgwJitApi api)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	BgwJitShared *s;
-	BgwJitCycle *copy;
-	uint32		count;
-	uint32		n;
+	BgwJitCycle *chunk;
+	uint64		generation;
+	uint64		next = 0;
+	uint64		end;
 
 	bgw_jit_check_loaded();
 	s = bgw_jit_shared;
 
 	InitMaterializedSRF(fcinfo, 0);
+	check_result_columns(rsinfo->setDesc, "bgw_jit_history",
+						 api >= BGW_JIT_API_1_1 ? HISTORY_COLS_1_1 : HISTORY_COLS_1_0);
+
+	chunk = palloc(sizeof(BgwJitCycle) * HISTORY_CHUNK);
 
 	LWLockAcquire(s->lock, LW_SHARED);
-	copy = bgw_jit_history_copy(s, &count);
+	generation = s->reset_generation;
+	end = s->history_count;
 	LWLockRelease(s->lock);
 
-	for (n = 0; n < count; n++)
+	for (;;)
 	{
-		BgwJitCycle *e = &copy[n];
-		Datum		values[HISTORY_COLS];
-		bool		nulls[HISTORY_COLS];
-		int			i = 0;
+		int			n = 0;
 
-		memset(nulls, 0, sizeof(nulls));
-		values[i++] = Int64GetDatum(e->cycle);
-		values[i++] = TimestampTzGetDatum(e->at);
-		values[i++] = CStringGetTextDatum(bgw_jit_strategy_name(e->strategy));
-		values[i++] = Int64GetDatum(e->recent_alloc);
-		values[i++] = Int64GetDatum(e->alloc_reported);
-		values[i++] = Int64GetDatum(e->strategy_delta);
-		values[i++] = Float8GetDatum(e->smoothed_alloc);
-		values[i++] = Float8GetDatum(e->smoothed_density);
-		values[i++] = Int32GetDatum(e->upcoming_alloc_est);
-		values[i++] = Int32GetDatum(e->bufs_ahead);
-		values[i++] = Int32GetDatum(e->scanned);
-		values[i++] = Int32GetDatum(e->written);
-		values[i++] = Int32GetDatum(e->all_written);
-		values[i++] = Int32GetDatum(e->reusable_found);
-		values[i++] = Int32GetDatum(e->useful);
-		values[i++] = Int32GetDatum(e->wasted);
-		values[i++] = BoolGetDatum(e->lapped);
-		values[i++] = BoolGetDatum(e->hit_maxpages);
-		values[i++] = Int64GetDatum(e->cpu_us);
-		Assert(i == HISTORY_COLS);
+		CHECK_FOR_INTERRUPTS();
 
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		LWLockAcquire(s->lock, LW_SHARED);
+		if (s->reset_generation == generation)
+			n = bgw_jit_history_read(s, &next, end, chunk, HISTORY_CHUNK);
+		LWLockRelease(s->lock);
+
+		if (n == 0)
+			break;
+		for (int i = 0; i < n; i++)
+			put_history_row(rsinfo, &chunk[i], api);
 	}
 
+	pfree(chunk);
 	return (Datum) 0;
+}
+
+Datum
+bgw_jit_history(PG_FUNCTION_ARGS)
+{
+	return history_internal(fcinfo, BGW_JIT_API_1_0);
+}
+
+Datum
+bgw_jit_history_1_1(PG_FUNCTION_ARGS)
+{
+	return history_internal(fcinfo, BGW_JIT_API_1_1);
 }
 
 /*
@@ -279,7 +377,9 @@ replay_scalar_arg(FunctionCallInfo fcinfo, int argno, bool is_int,
  *
  * With the optional scan results (scanned, reusable_found) it reproduces
  * the worker's cycles exactly; without them it shows what the estimate
- * alone would have been under other settings.
+ * alone would have been under other settings.  Pure arithmetic: it works
+ * without the library preloaded.  STABLE rather than IMMUTABLE, as a NULL
+ * nbuffers means this server's shared_buffers.
  */
 Datum
 bgw_jit_replay(PG_FUNCTION_ARGS)
@@ -293,8 +393,6 @@ bgw_jit_replay(PG_FUNCTION_ARGS)
 	int64	   *ahead;
 	int64	   *scanned;
 	int64	   *reusable;
-
-	bgw_jit_check_loaded();
 
 	allocs = replay_array_arg(fcinfo, REPLAY_ARG_ALLOCS, true,
 							  PG_UINT32_MAX, &ncycles);
@@ -346,6 +444,8 @@ bgw_jit_replay(PG_FUNCTION_ARGS)
 		Datum		values[REPLAY_COLS];
 		bool		nulls[REPLAY_COLS];
 		int			c = 0;
+
+		CHECK_FOR_INTERRUPTS();
 
 		jit_estimate(&state, &params, (uint32) allocs[i], deltas[i],
 					 ahead ? (int) ahead[i] : 0, &est);

@@ -10,7 +10,11 @@
  * - when idle the worker cannot ask to be woken by the next allocation
  *   (StrategyNotifyBgWriter's single slot is the built-in writer's), so it
  *   backs off by doubling its sleep up to IDLE_SLEEP_MAX_MS;
- * - every cycle is published to shared memory for the SQL views.
+ * - every cycle is published to shared memory for the SQL views;
+ * - SIGTERM from the postmaster is a shutdown (exit 0, as autoprewarm),
+ *   from anyone else (pg_terminate_backend) a restart after
+ *   bgw_restart_time (exit 1); SIGINT (pg_cancel_backend) is ignored, as
+ *   there is no statement to cancel.
  *
  * Copyright (c) 2026, bgw_jit developers
  *
@@ -19,6 +23,7 @@
 #include "postgres.h"
 
 #include <math.h>
+#include <signal.h>
 #include <time.h>
 
 #include "miscadmin.h"
@@ -28,13 +33,10 @@
 #include "postmaster/interrupt.h"
 #include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
-#include "storage/condition_variable.h"
-#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/smgr.h"
-#include "tcop/tcopprot.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -51,10 +53,15 @@
 typedef struct CycleResult
 {
 	BgwJitCycle entry;
-	bool		cleaned;		/* the scan ran (enabled, maxpages > 0) */
+	uint64		generation;		/* reset generation the cycle ran in */
+	bool		cleared_marks;	/* it cleared the marks for that generation */
+	bool		cleaned;		/* a scan ran (enabled, and pages allowed) */
 	bool		entered_hibernation;
 	int			strategy_buf_id;
 } CycleResult;
+
+/* Set by handle_sigterm() when the postmaster itself asked us to stop. */
+static volatile sig_atomic_t shutdown_by_postmaster = false;
 
 /* State carried between cycles, private to the worker. */
 static bool hand_valid = false;
@@ -75,6 +82,7 @@ static int	flush_after;		/* bgw_jit.flush_after, -1 resolved */
 
 static int	idle_sleep_ms = 0;	/* 0 while not idle */
 
+static void set_signal_handlers(void);
 static void warn_if_builtin_cleaner(void);
 static void run_cycle(CycleResult *result);
 static int	clean_ahead(uint32 recent_alloc, int64 strategy_delta,
@@ -82,7 +90,57 @@ static int	clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 						CycleResult *result);
 static void scan_all_buffers(BgwJitCycle *e);
 static void publish_cycle(CycleResult *result, uint64 backend_writes);
+static void fold_cycle(BgwJitShared *s, CycleResult *result,
+					   uint64 backend_writes);
 static int64 thread_cpu_us(void);
+
+#ifndef WIN32
+/*
+ * SIGTERM: a shutdown request, as SignalHandlerForShutdownRequest(), and
+ * note whether it came from the postmaster.  Only then is it a shutdown
+ * of the server (or an explicit worker termination), after which exit
+ * code 0 correctly unregisters us.  From a backend (pg_terminate_backend)
+ * or any other process we exit with code 1 and are restarted: the cleaner
+ * is part of the server's configuration, not a session to end.
+ */
+static void
+handle_sigterm(int signo, siginfo_t *info, void *context)
+{
+	int			save_errno = errno;
+
+	if (info != NULL && info->si_pid == PostmasterPid)
+		shutdown_by_postmaster = true;
+	ShutdownRequestPending = true;
+	SetLatch(MyLatch);
+
+	errno = save_errno;
+}
+#endif
+
+/*
+ * Replace the backend-style handlers a bgworker with a database
+ * connection starts with: die() would turn SIGTERM into a FATAL, and
+ * StatementCancelHandler SIGINT into an ERROR, both ending the worker.
+ */
+static void
+set_signal_handlers(void)
+{
+#ifndef WIN32
+	struct sigaction act;
+
+	memset(&act, 0, sizeof(act));
+	act.sa_sigaction = handle_sigterm;
+	sigemptyset(&act.sa_mask);
+	act.sa_flags = SA_SIGINFO | SA_RESTART;
+	if (sigaction(SIGTERM, &act, NULL) != 0)
+		elog(FATAL, "could not set SIGTERM handler: %m");
+#else
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	shutdown_by_postmaster = true;
+#endif
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGINT, PG_SIG_IGN);
+}
 
 /*
  * Both cleaners working the same buffers waste writes and hide each
@@ -101,11 +159,9 @@ warn_if_builtin_cleaner(void)
 void
 bgw_jit_main(Datum main_arg)
 {
-	sigjmp_buf	local_sigjmp_buf;
 	MemoryContext cycle_context;
 
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
+	set_signal_handlers();
 	BackgroundWorkerUnblockSignals();
 
 	/* No database: we only touch shared buffers, but appear as a backend. */
@@ -123,26 +179,13 @@ bgw_jit_main(Datum main_arg)
 					PGC_SUSET, PGC_S_OVERRIDE);
 
 	/*
-	 * On ERROR: release what core's bgwriter releases, then exit(1) so the
-	 * postmaster restarts us after bgw_restart_time without a cluster-wide
-	 * crash restart.
+	 * No error handler of our own: on ERROR, the bgworker code's handler
+	 * logs it and exits with code 1, so the postmaster restarts us after
+	 * bgw_restart_time without a crash restart.  On the way out,
+	 * shmem_exit() releases LWLocks (a buffer content lock) first, the
+	 * auxiliary resource owner our buffer pins, and AtProcExit_Buffers()
+	 * any I/O in progress.
 	 */
-	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
-	{
-		error_context_stack = NULL;
-		HOLD_INTERRUPTS();
-		EmitErrorReport();
-		LWLockReleaseAll();
-		ConditionVariableCancelSleep();
-		compat_abort_buffer_io();
-		UnlockBuffers();
-		ReleaseAuxProcessResources(false);
-		AtEOXact_Buffers(false);
-		AtEOXact_SMgr();
-		AtEOXact_Files(false);
-		proc_exit(1);
-	}
-	PG_exception_stack = &local_sigjmp_buf;
 
 	cycle_context = AllocSetContextCreate(TopMemoryContext,
 										  "bgw_jit cycle",
@@ -156,7 +199,7 @@ bgw_jit_main(Datum main_arg)
 	ereport(LOG, (errmsg("bgw_jit worker started")));
 	warn_if_builtin_cleaner();
 
-	for (;;)
+	while (!ShutdownRequestPending)
 	{
 		CycleResult result;
 		long		sleep_ms;
@@ -183,7 +226,10 @@ bgw_jit_main(Datum main_arg)
 		MemoryContextSwitchTo(oldcontext);
 		MemoryContextReset(cycle_context);
 
-		/* our writes into pg_stat_io now, not at exit (rate-limited) */
+		/*
+		 * Our writes' WAL flushes (and, on 16+, I/O statistics) would
+		 * otherwise reach pgstat only when we exit; once a second.
+		 */
 		compat_report_stat();
 
 		/*
@@ -207,6 +253,14 @@ bgw_jit_main(Datum main_arg)
 						 PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
+
+	if (shutdown_by_postmaster)
+		proc_exit(0);
+	ereport(LOG,
+			(errmsg("bgw_jit worker terminated by administrator command"),
+			 errdetail("The worker will be restarted in %d seconds.",
+					   BGW_JIT_RESTART_SECONDS)));
+	proc_exit(1);
 }
 
 /*
@@ -225,6 +279,21 @@ run_cycle(CycleResult *result)
 	bool		can_idle;
 
 	memset(result, 0, sizeof(*result));
+
+	/*
+	 * A reset since the marks were last cleared: they judge writes of the
+	 * period that was reset, forget them.  Read the generation before the
+	 * cycle's start time, so that every cycle counted after a reset began
+	 * after stats_reset.
+	 */
+	LWLockAcquire(bgw_jit_shared->lock, LW_SHARED);
+	result->generation = bgw_jit_shared->reset_generation;
+	result->cleared_marks =
+		(bgw_jit_shared->marks_generation != result->generation);
+	LWLockRelease(bgw_jit_shared->lock);
+	if (result->cleared_marks)
+		cleaner_clear_marks();
+
 	result->entry.at = GetCurrentTimestamp();
 
 	/* Read the hand only: passing an alloc pointer would reset the counter. */
@@ -245,7 +314,8 @@ run_cycle(CycleResult *result)
 									  compat_shared_buf_alloc(),
 									  hand_position,
 									  &result->entry.alloc_reported);
-	backend_writes = compat_backend_writes();
+	/* the first reading after a reset is the new baseline */
+	backend_writes = compat_backend_writes(result->cleared_marks);
 
 	result->strategy_buf_id = strategy_buf_id;
 	result->entry.strategy = bgw_jit_strategy;
@@ -286,12 +356,12 @@ run_cycle(CycleResult *result)
 	publish_cycle(result, backend_writes);
 }
 
-/* Earlier writes the scan just judged useful or wasted. */
+/* Earlier writes the scan just judged. */
 static inline void
 count_judgements(BgwJitCycle *e, int outcome)
 {
-	e->useful += (outcome & CLEANER_USEFUL) ? 1 : 0;
-	e->wasted += (outcome & CLEANER_WASTED) ? 1 : 0;
+	e->evicted += (outcome & CLEANER_EVICTED) ? 1 : 0;
+	e->redirtied += (outcome & CLEANER_REDIRTIED) ? 1 : 0;
 }
 
 /*
@@ -385,7 +455,11 @@ clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 
 		/* A long scan must still answer DROP DATABASE's barrier promptly. */
 		if ((num_to_scan & 1023) == 0)
+		{
 			CHECK_FOR_INTERRUPTS();
+			if (ShutdownRequestPending)
+				break;
+		}
 	}
 
 	e->scanned = scan_limit - num_to_scan;
@@ -418,11 +492,19 @@ scan_all_buffers(BgwJitCycle *e)
 		if (++all_next_to_clean >= NBuffers)
 			all_next_to_clean = 0;
 		if ((num_to_scan & 1023) == 0)
+		{
 			CHECK_FOR_INTERRUPTS();
+			if (ShutdownRequestPending)
+				break;
+		}
 	}
 }
 
-/* Fold a cycle into the shared counters, state and history ring. */
+/*
+ * Publish a cycle: the worker's current state always; the cycle's figures
+ * (counters, history, the backend write count read at its start) only if
+ * no reset overtook it, as they belong to the period that was reset.
+ */
 static void
 publish_cycle(CycleResult *result, uint64 backend_writes)
 {
@@ -430,6 +512,34 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
 	BgwJitCycle *e = &result->entry;
 
 	LWLockAcquire(s->lock, LW_EXCLUSIVE);
+
+	if (result->cleared_marks)
+		s->marks_generation = result->generation;
+
+	s->strategy = e->strategy;
+	s->strategy_buf_id = result->strategy_buf_id;
+	s->last_cycle_at = e->at;
+	s->conf_load_time = PgReloadTime;
+	if (result->cleaned)
+	{
+		s->next_to_clean = next_to_clean;
+		s->bufs_ahead = e->bufs_ahead;
+		s->smoothed_alloc = e->smoothed_alloc;
+		s->smoothed_density = e->smoothed_density;
+		s->upcoming_alloc_est = e->upcoming_alloc_est;
+	}
+
+	if (s->reset_generation == result->generation)
+		fold_cycle(s, result, backend_writes);
+
+	LWLockRelease(s->lock);
+}
+
+/* Add a cycle to the counters and the history ring; caller holds the lock. */
+static void
+fold_cycle(BgwJitShared *s, CycleResult *result, uint64 backend_writes)
+{
+	BgwJitCycle *e = &result->entry;
 
 	s->counters.buf_alloc += e->recent_alloc;
 	s->counters.hibernations += result->entered_hibernation ? 1 : 0;
@@ -440,7 +550,8 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
 	 * checkpointer absorbs its queue, and then includes every write we did
 	 * before this cycle began: pair the rise with our writes so far, so that
 	 * buf_backend can exclude them without subtracting writes not yet
-	 * absorbed.
+	 * absorbed.  After our own reset the first reading is only the new
+	 * baseline.
 	 */
 	if (s->backend_seen_valid && backend_writes != s->backend_seen)
 	{
@@ -453,37 +564,25 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
 	s->backend_seen = backend_writes;
 	s->backend_seen_valid = true;
 
-	s->strategy = e->strategy;
-	s->strategy_buf_id = result->strategy_buf_id;
-	s->last_cycle_at = e->at;
+	if (!result->cleaned)
+		return;
 
-	if (result->cleaned)
+	s->counters.cycles++;
+	s->counters.buf_clean += e->written;
+	s->counters.buf_all_clean += e->all_written;
+	s->counters.buf_clean_evicted += e->evicted;
+	s->counters.buf_clean_redirtied += e->redirtied;
+	s->counters.maxwritten_clean += e->hit_maxpages ? 1 : 0;
+	s->counters.laps += e->lapped ? 1 : 0;
+	s->counters.buffers_scanned += e->scanned;
+	s->counters.buffers_reusable += e->reusable_found;
+
+	if (s->history_size > 0)
 	{
-		s->counters.cycles++;
-		s->counters.buf_clean += e->written;
-		s->counters.buf_all_clean += e->all_written;
-		s->counters.buf_clean_useful += e->useful;
-		s->counters.buf_clean_wasted += e->wasted;
-		s->counters.maxwritten_clean += e->hit_maxpages ? 1 : 0;
-		s->counters.laps += e->lapped ? 1 : 0;
-		s->counters.buffers_scanned += e->scanned;
-		s->counters.buffers_reusable += e->reusable_found;
-
-		s->next_to_clean = next_to_clean;
-		s->bufs_ahead = e->bufs_ahead;
-		s->smoothed_alloc = e->smoothed_alloc;
-		s->smoothed_density = e->smoothed_density;
-		s->upcoming_alloc_est = e->upcoming_alloc_est;
-
-		if (s->history_size > 0)
-		{
-			e->cycle = s->counters.cycles;
-			s->history[s->history_count % s->history_size] = *e;
-			s->history_count++;
-		}
+		e->cycle = s->counters.cycles;
+		s->history[s->history_count % s->history_size] = *e;
+		s->history_count++;
 	}
-
-	LWLockRelease(s->lock);
 }
 
 static int64

@@ -367,8 +367,8 @@ def end_counters(jit, reload_, final, meta):
     if f.get("accounts_bytes") is not None:
         out["accounts_mb"] = f["accounts_bytes"] / 2 ** 20
     if jit:
-        for k in ("buf_clean", "buf_all_clean", "buf_clean_useful",
-                  "buf_clean_wasted", "maxwritten_clean", "cycles", "laps"):
+        for k in ("buf_clean", "buf_all_clean", "buf_clean_evicted",
+                  "buf_clean_redirtied", "maxwritten_clean", "cycles", "laps"):
             out["jit_" + k] = r.get("jit_" + k)
         out["jit_buf_alloc"] = f.get("jit_buf_alloc")
         out["jit_buf_backend_view"] = f.get("jit_buf_backend_view")
@@ -377,9 +377,9 @@ def end_counters(jit, reload_, final, meta):
             out["jit_buf_backend"] = out["jit_buf_backend_view"]
         elif f.get("buffers_backend") is not None and None not in own:
             out["jit_buf_backend"] = max(0, f["buffers_backend"] - sum(own))
-        u, w = r.get("jit_buf_clean_useful"), r.get("jit_buf_clean_wasted")
-        if u is not None and w is not None and u + w > 0:
-            out["useful_pct"] = 100.0 * u / (u + w)
+        e, d = r.get("jit_buf_clean_evicted"), r.get("jit_buf_clean_redirtied")
+        if e is not None and d is not None and e + d > 0:
+            out["evicted_pct"] = 100.0 * e / (e + d)
     return out
 
 
@@ -415,7 +415,7 @@ RESULT_COLS = [
     "stat_buffers_clean", "stat_buffers_backend", "stat_buffers_alloc",
     "stat_maxwritten_clean",
     "jit_buf_clean", "jit_buf_backend", "jit_buf_alloc",
-    "jit_buf_clean_useful", "jit_buf_clean_wasted", "useful_pct",
+    "jit_buf_clean_evicted", "jit_buf_clean_redirtied", "evicted_pct",
     "jit_alloc_vs_stat_pct", "jit_buf_backend_view", "jit_cycles",
     "jit_laps", "jit_cycle_cpu_s_per_s",
     "cleaner_cpu_s_per_s", "bgwriter_cpu_s_per_s", "jit_cpu_s_per_s",
@@ -888,10 +888,10 @@ def cmd_report(args):
                  "nobgw's median at the same client count: the cost of "
                  "cleaning (seed 001's \"75% more buffers\" is 1.75); *per xact*: "
                  "the same with writes per transaction, which discounts a "
-                 "difference in tps. *useful %*: bgw_jit's judgement of its own "
-                 "LRU writes (`useful_pct`: the page was later evicted clean "
-                 "rather than re-dirtied; writes not yet judged are left "
-                 "out). "
+                 "difference in tps. *evicted %*: bgw_jit's judgement of its "
+                 "own writes (`evicted / (evicted + redirtied)`: the page "
+                 "later left its buffer rather than being found dirty again; "
+                 "writes not yet judged are left out). "
                  "*cleaner CPU*: CPU seconds per second of run of the "
                  "cleaning process (bgw_jit's worker, else the built-in "
                  "writer).")
@@ -915,7 +915,7 @@ def cmd_report(args):
                           ratio(tw, nobgw.get(c)),
                           ratio(med(rs, "writes_per_xact"), nobgw_px.get(c)),
                           fmt(med(rs, "buffers_checkpoint"))] + extra + [
-                          fmt(med(rs, "useful_pct"), 1),
+                          fmt(med(rs, "evicted_pct"), 1),
                           fmt(med(rs, "maxwritten_clean")),
                           fmt(med(rs, "cleaner_cpu_s_per_s"), 3),
                           str(len(rs))])
@@ -926,7 +926,7 @@ def cmd_report(args):
                                "writes vs nobgw", "per xact vs nobgw",
                                "ckpt writes"] +
                               (["all-scan writes"] if all_scan else []) +
-                              ["useful %", "maxwritten_clean",
+                              ["evicted %", "maxwritten_clean",
                                "cleaner CPU s/s", "rounds"], t))
             L.append("")
         L += alloc_section(rows, configs, groups, clients)

@@ -7,22 +7,16 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
 use FindBin;
 use lib $FindBin::RealBin;
 use BgwJitTest;
 
-my $scale = 10;
-my $node = new_bgw_jit_node('crash', <<'EOC');
-restart_after_crash = on
-bgw_jit.delay = 20ms
-bgw_jit.lru_multiplier = 4.0
-bgw_jit.lru_maxpages = 1000
-checkpoint_timeout = 30s
-EOC
-$node->start;
-pgbench_init($node, $scale);
-$node->safe_psql('postgres', 'CREATE EXTENSION bgw_jit');
+my $scale = 5;
+my $node = start_bgw_jit_node(
+	'crash',
+	scale => $scale,
+	busy => 1,
+	conf => "restart_after_crash = on\ncheckpoint_timeout = 30s\n");
 
 sub wait_until_writing
 {
@@ -60,7 +54,6 @@ my $worker = worker_pid($node);
 my $offset = -s $node->logfile;
 my $load = start_crash_load($node, 12, $scale);
 wait_until_writing();
-sleep 2;
 kill 'KILL', $worker;
 ok( $node->wait_for_log(
 		qr/background worker "bgw_jit" \(PID $worker\) was terminated by signal 9/,

@@ -12,22 +12,20 @@ use lib $FindBin::RealBin;
 use BgwJitTest;
 
 my $scale = 5;
-my $node = new_bgw_jit_node('drop', <<'EOC');
-bgw_jit.delay = 10ms
-bgw_jit.lru_multiplier = 10
-bgw_jit.lru_maxpages = 1000
-bgw_jit.scan_whole_pool_seconds = 1
-EOC
-$node->start;
-pgbench_init($node, $scale);
-$node->safe_psql('postgres', 'CREATE EXTENSION bgw_jit');
+my $node = start_bgw_jit_node(
+	'drop',
+	scale => $scale,
+	busy => 1,
+	conf => "bgw_jit.delay = 10ms\nbgw_jit.lru_multiplier = 10\n"
+	  . "bgw_jit.scan_whole_pool_seconds = 1\n");
 my $worker = worker_pid($node);
 my $offset = -s $node->logfile;
 
-# Background load on the main database for the whole test.
-my $load = start_crash_load($node, 25, $scale);
+# Background load on the main database for the whole test (stopped when
+# the drops are done).
+my $load = start_crash_load($node, 600, $scale);
 
-my $iterations = 15;
+my $iterations = 6;
 for my $i (1 .. $iterations)
 {
 	# a database full of dirty buffers, dropped while they are cleaned
@@ -53,7 +51,7 @@ for my $i (1 .. $iterations)
 	is($ret, 0, "iteration $i: TRUNCATE and DROP TABLE complete") or diag($err);
 }
 
-finish_crash_load($load);
+stop_crash_load($load);
 is(worker_pid($node), $worker, 'the same worker ran throughout');
 my $log = slurp_file($node->logfile, $offset);
 unlike($log, qr/\[$worker\] (?:WARNING|ERROR|FATAL)/,

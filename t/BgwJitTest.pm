@@ -10,14 +10,16 @@ use JSON::PP qw(decode_json);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
 
-our @EXPORT = qw(new_bgw_jit_node pgbench_init update_load
-  settle_stats core_backend_writes_sql query_hash wait_for_connections
-  wait_for_worker worker_pid check_integrity
-  has_fault_injection start_crash_load finish_crash_load check_tpcb_invariant);
+our @EXPORT = qw(new_bgw_jit_node start_bgw_jit_node pgbench_init
+  update_load start_update_load
+  reload_and_wait set_conf wait_for_cycle_after settle_stats
+  core_backend_writes_sql wal_writes_sql query_hash wait_for_connections
+  wait_for_worker worker_pid check_integrity has_fault_injection
+  start_crash_load finish_crash_load stop_crash_load check_tpcb_invariant);
 
-# pgbench's update-only transaction (seed 001's workload).
+# pgbench's update-only transaction: random single-row updates of
+# pgbench_accounts, the workload that makes backends evict dirty pages.
 my $update_script = <<'EOS';
 \set aid random(1, 100000 * :scale)
 \set delta random(-5000, 5000)
@@ -47,6 +49,30 @@ EOC
 	return $node;
 }
 
+# A cleaner busy enough to keep up with pgbench on the 16 MB pool.
+my $busy_cleaner = <<'EOC';
+bgw_jit.delay = 20ms
+bgw_jit.lru_multiplier = 4.0
+bgw_jit.lru_maxpages = 1000
+EOC
+
+# new_bgw_jit_node, started, with a pgbench database of scale $opt{scale}
+# and CREATE EXTENSION bgw_jit plus @{$opt{extensions}}.  $opt{busy}: the
+# busy cleaner settings above; $opt{conf}: lines after them (which win);
+# $opt{init}: options for Cluster::init.
+sub start_bgw_jit_node
+{
+	my ($name, %opt) = @_;
+	my $conf = ($opt{busy} ? $busy_cleaner : '') . ($opt{conf} // '');
+	my $node = new_bgw_jit_node($name, $conf, %{ $opt{init} // {} });
+	$node->start;
+	pgbench_init($node, $opt{scale});
+	$node->safe_psql('postgres',
+		join('; ',
+			map { "CREATE EXTENSION $_" } 'bgw_jit', @{ $opt{extensions} // [] }));
+	return $node;
+}
+
 sub pgbench_init
 {
 	my ($node, $scale) = @_;
@@ -55,8 +81,7 @@ sub pgbench_init
 	return;
 }
 
-# Run the update-only load; returns pgbench's output.
-sub update_load
+sub update_load_command
 {
 	my ($node, %opt) = @_;
 	my $clients = $opt{clients} // 1;
@@ -66,35 +91,107 @@ sub update_load
 	print $file $update_script;
 	close $file;
 	chmod 0644, $file->filename;
-	my ($stdout, $stderr);
-	my $ok = IPC::Run::run(
+	return (
+		$file,
 		[
 			'pgbench', '-n', '-f', $file->filename, '-s', $scale,
 			'-c', $clients, '-j', $clients, '-T', $seconds,
 			'-h', $node->host, '-p', $node->port, 'postgres'
 		],
-		'>', \$stdout, '2>', \$stderr);
-	ok($ok, "pgbench update load, $clients client(s), ${seconds}s")
-	  or diag($stderr);
+		"pgbench update load, $clients client(s), ${seconds}s");
+}
+
+# Run the update-only load; returns pgbench's output.
+sub update_load
+{
+	my ($node, %opt) = @_;
+	my ($file, $cmd, $label) = update_load_command($node, %opt);
+	my ($stdout, $stderr);
+	my $ok = IPC::Run::run($cmd, '>', \$stdout, '2>', \$stderr);
+	ok($ok, $label) or diag($stderr);
 	return $stdout;
 }
 
-# Let the backend write counts settle.  On 15 the checkpointer absorbs
-# them into pgstat on SIGHUP; then give the bgwriter and bgw_jit a cycle to
-# report.  From 16 every process reports its own I/O to pg_stat_io (a
-# client when its session ends, bgw_jit about once a second), and bgw_jit
-# samples it at most once a second and wakes at least once a second.
+# Start the update-only load in the background; the handle's finish()
+# waits for it, checks that it succeeded and returns pgbench's output.
+sub start_update_load
+{
+	my ($node, %opt) = @_;
+	my ($file, $cmd, $label) = update_load_command($node, %opt);
+	my %load = (file => $file, label => $label);
+	$load{h} = IPC::Run::start($cmd, '>', \$load{out}, '2>', \$load{err});
+	return bless \%load, 'BgwJitTest::Load';
+}
+
+sub BgwJitTest::Load::finish
+{
+	my ($load) = @_;
+	my $ok = $load->{h}->finish;
+	ok($ok, $load->{label}) or diag($load->{err});
+	return $load->{out};
+}
+
+# Reload the configuration and wait until the worker has loaded it (its
+# conf_load_time reaches past the moment of the request); returns that
+# moment.
+sub reload_and_wait
+{
+	my ($node) = @_;
+	my $t = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+	$node->reload;
+	$node->poll_query_until('postgres',
+		"SELECT conf_load_time >= '$t' FROM bgw_jit_stats")
+	  or die 'the worker did not reload its configuration';
+	return $t;
+}
+
+# Append settings to postgresql.conf and wait until the worker uses them.
+sub set_conf
+{
+	my ($node, @lines) = @_;
+	$node->append_conf('postgresql.conf', join("\n", @lines));
+	return reload_and_wait($node);
+}
+
+# Wait until the worker has published a cycle that began after $t.
+sub wait_for_cycle_after
+{
+	my ($node, $t) = @_;
+	$node->poll_query_until('postgres',
+		"SELECT last_cycle_at > '$t' FROM bgw_jit_stats")
+	  or die "no worker cycle after $t";
+	return;
+}
+
+# Bring bgw_jit_stats.buf_backend up to date.  On 15 buffers_backend
+# reaches pgstat only when the checkpointer absorbs its request queue,
+# which a reload makes it do; the worker folds the new value in at its
+# next cycle.  So: reload, then wait until buffers_backend stays the same
+# across a cycle of the worker, which has then folded exactly that value.
+# From 16 each process reports its I/O to pg_stat_io itself (a session
+# when it ends), and the worker samples it once a second, at the end of a
+# cycle, for the next cycle to fold: so wait until the count stays the
+# same across a cycle that began a second later and the cycle after it.
 sub settle_stats
 {
 	my ($node) = @_;
-	if ($node->pg_version >= 16)
+	my $io = $node->pg_version >= 16;
+	my $count = core_backend_writes_sql($node);
+	reload_and_wait($node) unless $io;
+	my $prev = -1;
+	for (1 .. 100)
 	{
-		usleep(2_500_000);
-		return;
+		my ($b, $t) = split /\|/, $node->safe_psql('postgres',
+			"SELECT $count, clock_timestamp()"
+			  . ($io ? " + interval '1 s'" : ''));
+		return if $b == $prev;
+		$prev = $b;
+		wait_for_cycle_after($node, $t);
+		wait_for_cycle_after($node,
+			$node->safe_psql('postgres', 'SELECT last_cycle_at FROM bgw_jit_stats'))
+		  if $io;
 	}
-	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
-	usleep(1_500_000);
-	return;
+	die 'backend writes never settled';
 }
 
 # SQL for the server's own count of backend writes, the figure bgw_jit's
@@ -116,6 +213,16 @@ sub core_backend_writes_sql
 	  : 'backend_type NOT IN (' . join(', ', map { "'$_'" } @out) . ')';
 	return "(SELECT coalesce(sum(writes), 0) FROM pg_stat_io
 		WHERE object = 'relation' AND context = 'normal' AND $which)";
+}
+
+# SQL for the number of WAL writes: pg_stat_wal.wal_write up to 17; from
+# 18, where that column is gone, the WAL writes in pg_stat_io.
+sub wal_writes_sql
+{
+	my ($node) = @_;
+	return '(SELECT wal_write FROM pg_stat_wal)' if $node->pg_version < 18;
+	return "(SELECT coalesce(sum(writes), 0) FROM pg_stat_io
+		WHERE object = 'wal')";
 }
 
 # One row of a query as a hash of column => value.
@@ -185,6 +292,16 @@ sub finish_crash_load
 	$load->{acked}->finish;
 	my ($n) = $load->{acked_out} =~ /actually processed: (\d+)/;
 	return $n // 0;
+}
+
+# Stop the load early (its clients die; their open transactions roll
+# back, so TPC-B's invariant still holds).
+sub stop_crash_load
+{
+	my ($load) = @_;
+	$load->{tpcb}->kill_kill;
+	$load->{acked}->kill_kill;
+	return;
 }
 
 # TPC-B's invariant: every transaction adds the same delta to one account,
