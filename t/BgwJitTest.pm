@@ -10,6 +10,7 @@ use JSON::PP qw(decode_json);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(new_bgw_jit_node start_bgw_jit_node pgbench_init
   update_load start_update_load
