@@ -5,6 +5,7 @@ OBJS = \
 	$(WIN32RES) \
 	bgw_jit.o \
 	cleaner.o \
+	compat.o \
 	estimator.o \
 	pacer.o \
 	persist.o \
@@ -23,6 +24,11 @@ ifdef TEMP_CONFIG
 REGRESS_OPTS += --temp-config=$(TEMP_CONFIG)
 endif
 TAP_TESTS = 1
+
+# The library's version (shown by pg_get_loaded_modules() on 18+) is the
+# extension's default version.
+BGW_JIT_VERSION := $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" bgw_jit.control)
+PG_CPPFLAGS += -DBGW_JIT_VERSION='"$(BGW_JIT_VERSION)"'
 
 # Test builds only: "make FAULT_INJECTION=1" adds bgw_jit.inject_error.
 ifdef FAULT_INJECTION

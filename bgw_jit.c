@@ -27,10 +27,11 @@
 #include "utils/timestamp.h"
 
 #include "bgw_jit.h"
+#include "compat.h"
 #include "estimator.h"
 #include "pacer.h"
 
-PG_MODULE_MAGIC;
+BGW_JIT_MODULE_MAGIC;
 
 bool		bgw_jit_enabled = true;
 int			bgw_jit_delay = 200;

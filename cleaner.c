@@ -7,9 +7,9 @@
  * Core's SyncOneBuffer() is static, so this uses exported calls: copy the
  * tag under the header lock, pin with ReadRecentBuffer() (which re-checks
  * the tag and, for a first pin, leaves the usage count alone), then
- * FlushOneBuffer() under a share content lock.  Between our header unlock
- * and the pin a backend may use the page again; the cost is at most one
- * extra write, never a wrong one.
+ * FlushOneBuffer() under a share content lock (share-exclusive on 19).
+ * Between our header unlock and the pin a backend may use the page again;
+ * the cost is at most one extra write, never a wrong one.
  *
  * Judging earlier writes: after writing a buffer the worker marks it with
  * a hash of the page's tag (bgw_jit_clean_marks, one uint32 per buffer,
@@ -55,7 +55,7 @@
 
 /* Buffers a scan may write: dirty, unpinned and, unless any_usage, unused. */
 static inline bool
-write_candidate(uint32 state, bool any_usage)
+write_candidate(CompatBufState state, bool any_usage)
 {
 	return BUF_VALID_DIRTY(state) && BUF_STATE_GET_REFCOUNT(state) == 0 &&
 		(any_usage || BUF_STATE_GET_USAGECOUNT(state) == 0);
@@ -76,7 +76,7 @@ tag_mark(const BufferTag *tag)
  * (still pending), clearing the mark once judged.
  */
 static int
-resolve_mark(uint32 *mark, BufferDesc *desc, uint32 state)
+resolve_mark(uint32 *mark, BufferDesc *desc, CompatBufState state)
 {
 	int			result;
 
@@ -114,7 +114,7 @@ cleaner_sync_buffer(int buf_id, WritebackContext *wb_context, bool any_usage)
 	BufferDesc *desc = GetBufferDescriptor(buf_id);
 	uint32	   *mark = &bgw_jit_clean_marks[buf_id];
 	Buffer		buffer = buf_id + 1;
-	uint32		state;
+	CompatBufState state;
 	BufferTag	tag;
 	int			result = 0;
 	int64		written_before;
@@ -125,7 +125,7 @@ cleaner_sync_buffer(int buf_id, WritebackContext *wb_context, bool any_usage)
 	 * those from an unlocked read, and take the header spinlock only for
 	 * likely candidates and for buffers whose mark needs resolving.
 	 */
-	state = pg_atomic_read_u32(&desc->state);
+	state = compat_read_buf_state(desc);
 	if (*mark == 0 && !write_candidate(state, any_usage))
 		return BUF_REUSABLE_STATE(state) ? CLEANER_REUSABLE : 0;
 
@@ -136,25 +136,25 @@ cleaner_sync_buffer(int buf_id, WritebackContext *wb_context, bool any_usage)
 		result |= CLEANER_REUSABLE;
 	if (!write_candidate(state, any_usage))
 	{
-		UnlockBufHdr(desc, state);
+		compat_unlock_buf_hdr(desc, state);
 		return result;
 	}
 	tag = desc->tag;
-	UnlockBufHdr(desc, state);
+	compat_unlock_buf_hdr(desc, state);
 
 	/* It was evicted and reused in between: no longer ours to judge. */
-	if (!compat_pin_if_tag(&tag, buffer))
+	if (!compat_pin_if_tag(&tag, buffer, state))
 		return result & ~CLEANER_REUSABLE;
 
 	/* Used again before we pinned it: writing now would likely be wasted. */
 	if (!any_usage &&
-		BUF_STATE_GET_USAGECOUNT(pg_atomic_read_u32(&desc->state)) != 0)
+		BUF_STATE_GET_USAGECOUNT(compat_read_buf_state(desc)) != 0)
 	{
 		ReleaseBuffer(buffer);
 		return result & ~CLEANER_REUSABLE;
 	}
 
-	LockBuffer(buffer, BUFFER_LOCK_SHARE);
+	LockBuffer(buffer, COMPAT_FLUSH_LOCK);
 #ifdef BGW_JIT_FAULT_INJECTION
 	if (bgw_jit_inject_error)
 		ereport(ERROR,
@@ -171,7 +171,7 @@ cleaner_sync_buffer(int buf_id, WritebackContext *wb_context, bool any_usage)
 	if (wrote)
 	{
 		*mark = tag_mark(&tag);
-		ScheduleBufferTagForWriteback(wb_context, &tag);
+		compat_schedule_writeback(wb_context, &tag);
 		result |= CLEANER_WRITTEN;
 	}
 	return result;

@@ -175,7 +175,7 @@ set_signal_handlers(void)
 	shutdown_by_postmaster = true;
 #endif
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGINT, SIG_IGN);
+	pqsignal(SIGINT, PG_SIG_IGN);
 }
 
 /*
@@ -296,7 +296,7 @@ bgw_jit_main(Datum main_arg)
 
 		/* Don't keep files of dropped relations open across checkpoints. */
 		if (FirstCallSinceLastCheckpoint())
-			smgrcloseall();
+			compat_smgr_free_all();
 
 		flush_after = (bgw_jit_flush_after >= 0) ? bgw_jit_flush_after :
 			bgwriter_flush_after;
@@ -308,10 +308,9 @@ bgw_jit_main(Datum main_arg)
 
 		/*
 		 * Our writes' WAL flushes (and, on 16+, I/O statistics) would
-		 * otherwise reach pgstat only when we exit; it limits itself to one
-		 * flush a second.
+		 * otherwise reach pgstat only when we exit; once a second.
 		 */
-		pgstat_report_stat(false);
+		compat_report_stat();
 
 		/*
 		 * An idle worker asks the next statement start to set its latch
@@ -423,7 +422,8 @@ run_cycle(CycleResult *result)
 									  compat_shared_buf_alloc(),
 									  (uint64) hand_position,
 									  &e->alloc_reported);
-	backend_writes = compat_shared_backend_writes();
+	/* the first reading after a reset is the new baseline */
+	backend_writes = compat_backend_writes(result->cleared_marks);
 
 	result->strategy_buf_id = strategy_buf_id;
 	e->strategy = bgw_jit_strategy;
@@ -674,19 +674,21 @@ fold_cycle(BgwJitShared *s, CycleResult *result, uint64 backend_writes)
 	was_hibernating = result->hibernate;
 
 	/*
-	 * buffers_backend rises when the checkpointer absorbs its queue, and
-	 * then includes every write we did before this cycle began: pair the
-	 * rise with our writes so far, so that buf_backend can exclude them
-	 * without subtracting writes not yet absorbed.  Going backwards means
-	 * pg_stat_reset_shared() ran.  After our own reset the first reading
-	 * is only the new baseline.
+	 * Going backwards means the count restarted (pg_stat_reset_shared() on
+	 * 15, a new worker on 16+).  On 15 buffers_backend rises when the
+	 * checkpointer absorbs its queue, and then includes every write we did
+	 * before this cycle began: pair the rise with our writes so far, so that
+	 * buf_backend can exclude them without subtracting writes not yet
+	 * absorbed.  After our own reset the first reading is only the new
+	 * baseline.
 	 */
 	if (s->backend_seen_valid && backend_writes != s->backend_seen)
 	{
 		s->counters.backend_writes += (backend_writes > s->backend_seen) ?
 			backend_writes - s->backend_seen : backend_writes;
-		s->counters.own_writes_absorbed = s->counters.buf_clean +
-			s->counters.buf_all_clean;
+		if (COMPAT_BACKEND_WRITES_INCLUDE_OWN)
+			s->counters.own_writes_absorbed = s->counters.buf_clean +
+				s->counters.buf_all_clean;
 	}
 	s->backend_seen = backend_writes;
 	s->backend_seen_valid = true;

@@ -448,7 +448,7 @@ def read_history(rawdir):
     return read_rows(os.path.join(rawdir, "history.csv"))
 
 
-def end_counters(jit, reload_, final):
+def end_counters(jit, reload_, final, meta):
     """The counters at the end of a run.
 
     reload.csv holds the write counters, read in the statement that sends
@@ -460,7 +460,9 @@ def end_counters(jit, reload_, final):
     are that buffers_backend minus the worker's own writes (LRU and
     all-buffers scans) up to the reload: bgw_jit_stats.buf_backend's
     formula, evaluated at one moment.  The view's own buf_backend, read
-    after the wait, is kept as jit_buf_backend_view.
+    after the wait, is kept as jit_buf_backend_view.  From 16 that view
+    figure is exact (the worker takes its own writes out of pg_stat_io's
+    count itself, with no absorb to pair them with), so it is used.
     """
     r = {k: num(v) for k, v in reload_.items()}
     f = {k: num(v) for k, v in final.items()}
@@ -478,7 +480,9 @@ def end_counters(jit, reload_, final):
         out["jit_buf_alloc"] = f.get("jit_buf_alloc")
         out["jit_buf_backend_view"] = f.get("jit_buf_backend_view")
         own = (r.get("jit_buf_clean"), r.get("jit_buf_all_clean"))
-        if f.get("buffers_backend") is not None and None not in own:
+        if (num(meta.get("server_version_num")) or 0) >= 160000:
+            out["jit_buf_backend"] = out["jit_buf_backend_view"]
+        elif f.get("buffers_backend") is not None and None not in own:
             out["jit_buf_backend"] = max(0, f["buffers_backend"] - sum(own))
         e, d = r.get("jit_buf_clean_evicted"), r.get("jit_buf_clean_redirtied")
         if e is not None and d is not None and e + d > 0:
@@ -669,7 +673,7 @@ def cmd_run_figures(args):
         problems.append("per-transaction log has %d of %d transactions"
                         % (pb["log_xacts"], pb["xacts"]))
 
-    row.update(end_counters(jit, reload_, final))
+    row.update(end_counters(jit, reload_, final, meta))
     if jit:
         row["buf_clean"] = row["jit_buf_clean"]
         row["buf_backend"] = row.get("jit_buf_backend")
@@ -857,7 +861,7 @@ def cmd_step_figures(args):
 
     end = end_counters(
         jit, read_psql_csv(os.path.join(rawdir, "reload.csv")),
-        read_psql_csv(os.path.join(rawdir, "final.csv")))
+        read_psql_csv(os.path.join(rawdir, "final.csv")), meta)
     row["backend_total"] = end.get("jit_buf_backend" if jit
                                    else "stat_buffers_backend")
     row["clean_total"] = end.get("jit_buf_clean" if jit

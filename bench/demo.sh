@@ -8,15 +8,20 @@
 # workload twice: once with the built-in writer's defaults, once with
 # bgw_jit (switched by reload, no restart).  Prints both side by side.
 # Usage: bench/demo.sh [seconds per phase, default 20] [clients, default 2]
+# PG_MAJOR=17 (or 18, 19) runs it on that version, in a Debian root made
+# on first use (bench/pgroot.sh); default 15.
 set -euo pipefail
 
+. "$(dirname "$0")/pgroot.sh"
+bgw_jit_pgroot_run "$0" "$@"
 . "$(dirname "$0")/setup.sh"
 
 seconds=${1:-20}
 clients=${2:-2}
 port=${BGW_JIT_DEMO_PORT:-54329}
 
-bgw_jit_require_packages postgresql-15 postgresql-server-dev-15 make gcc bsdextrautils
+bgw_jit_require_packages postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR \
+	make gcc bsdextrautils
 
 work=$(mktemp -d /tmp/bgw_jit_demo.XXXXXX)
 chmod 755 "$work"
@@ -55,6 +60,9 @@ cat "$BGW_JIT_STAGE_CONF" >>"$data/postgresql.conf"
 as_server_user pg_ctl -D "$data" -l "$work/server.log" -w start >/dev/null
 
 psql_() { as_server_user psql -X -q -h "$work" -p "$port" -d postgres "$@"; }
+vnum=$(psql_ -At -c 'SHOW server_version_num')
+echo "== PostgreSQL $(psql_ -At -c 'SHOW server_version')"
+core_backend=$(bgw_jit_core_backend_writes_sql "$vnum")
 
 echo "== loading pgbench scale 25 (~400 MB, buffer pool 32 MB)"
 as_server_user pgbench -h "$work" -p "$port" -i -q -s 25 postgres 2>&1 | tail -1
@@ -68,7 +76,8 @@ EOS
 chmod 644 "$work/update.sql"
 
 # One phase: settings by ALTER SYSTEM + reload, reset counters, run the load
-# with a line of bgw_jit_stats every 5 s, settle buffers_backend, record.
+# with a line of bgw_jit_stats every 5 s, settle the backend write counts,
+# record.
 phase() {
 	local name=$1 lru_maxpages=$2 enabled=$3
 	echo
@@ -77,7 +86,7 @@ phase() {
 		-c "ALTER SYSTEM SET bgw_jit.enabled = $enabled" \
 		-c 'SELECT pg_reload_conf()' >/dev/null
 	sleep 1
-	psql_ -c "SELECT pg_stat_reset_shared('bgwriter'), bgw_jit_reset()" >/dev/null
+	psql_ -c "SELECT $(bgw_jit_core_reset_sql "$vnum"), bgw_jit_reset()" >/dev/null
 	as_server_user pgbench -h "$work" -p "$port" -n -f "$work/update.sql" \
 		-s 25 -c "$clients" -j "$clients" -T "$seconds" postgres \
 		>"$work/$name.pgbench" 2>&1 &
@@ -91,16 +100,15 @@ phase() {
 	done
 	wait $bench
 	grep -E '^tps' "$work/$name.pgbench"
-	# buffers_backend reaches pgstat when the checkpointer absorbs its queue
-	psql_ -c 'SELECT pg_reload_conf()' >/dev/null
-	sleep 1.5
+	bgw_jit_settle_stats "$vnum" psql_
 	psql_ -At -F '|' -c "SELECT '$name',
 		(regexp_match(\$\$$(grep -E '^tps' "$work/$name.pgbench")\$\$,
 			'tps = ([0-9.]+)'))[1]::numeric(10,0),
-		b.buffers_clean, b.buffers_backend, b.buffers_alloc,
-		round(100.0 * b.buffers_clean / nullif(b.buffers_clean + b.buffers_backend, 0), 2),
+		b.buffers_clean, b.backend, b.buffers_alloc,
+		round(100.0 * b.buffers_clean / nullif(b.buffers_clean + b.backend, 0), 2),
 		s.buf_clean, s.buf_backend, s.buf_alloc, s.cleaner_pct
-		FROM pg_stat_bgwriter b, bgw_jit_stats s" >>"$work/summary"
+		FROM (SELECT *, $core_backend AS backend FROM pg_stat_bgwriter) b,
+			bgw_jit_stats s" >>"$work/summary"
 }
 
 phase builtin 100 off
@@ -109,9 +117,14 @@ phase bgw_jit 0 on
 echo
 echo "== side by side ($clients clients, ${seconds}s each; figures since each phase's reset)"
 {
-	echo "phase|tps|pg_stat_bgwriter: buffers_clean|buffers_backend|buffers_alloc|cleaner_pct|bgw_jit_stats: buf_clean|buf_backend|buf_alloc|cleaner_pct"
+	echo "phase|tps|pg_stat_bgwriter: buffers_clean|backend writes*|buffers_alloc|cleaner_pct|bgw_jit_stats: buf_clean|buf_backend|buf_alloc|cleaner_pct"
 	cat "$work/summary"
 } | column -t -s '|'
+if [ "$vnum" -ge 160000 ]; then
+	echo "* pg_stat_io: normal-context relation writes by all but the checkpointer and the bgwriter (bgw_jit's included)"
+else
+	echo "* pg_stat_bgwriter.buffers_backend (bgw_jit's writes included)"
+fi
 echo
 echo "== bgw_jit_stats after the bgw_jit phase"
 psql_ -x -c 'SELECT * FROM bgw_jit_stats'

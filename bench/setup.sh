@@ -7,7 +7,10 @@
 # PostgreSQL refuses to run as root, so server-side steps run as the
 # "postgres" account when invoked as root.
 
-PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/15/bin}
+# PG_MAJOR picks the server version (default 15, this machine's packages;
+# 17, 18 and 19 run in a Debian root, see pgroot.sh).
+PG_MAJOR=${PG_MAJOR:-15}
+PG_BINDIR=${PG_BINDIR:-/usr/lib/postgresql/$PG_MAJOR/bin}
 PG_CONFIG=${PG_CONFIG:-$PG_BINDIR/pg_config}
 BGW_JIT_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BGW_JIT_CFLAGS='-Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers'
@@ -73,11 +76,13 @@ bgw_jit_build_install() {
 # (make install DESTDIR=...), where only servers told to look there load
 # it: nothing is installed system-wide.  Writes $1/stage.conf, the
 # postgresql.conf lines that make a server use the staged build, and sets
-# BGW_JIT_STAGE_CONF to its path.  extension_destdir (a Debian patch to
-# PostgreSQL) serves CREATE EXTENSION and '$libdir/' module paths;
-# shared_preload_libraries is resolved through dynamic_library_path.
+# BGW_JIT_STAGE_CONF to its path.  CREATE EXTENSION finds the staged
+# control and script files through extension_destdir, a Debian patch, up
+# to 17, and through extension_control_path from 18 (where Debian dropped
+# the patch for it); shared_preload_libraries and '$libdir/' module paths
+# are resolved through dynamic_library_path.
 bgw_jit_build_stage() {
-	local dir=$1 pkglibdir
+	local dir=$1 pkglibdir find_extension
 	shift
 	mkdir -p "$dir"
 	[ "$(id -u)" -eq 0 ] && chown "$BGW_JIT_USER" "$dir"
@@ -85,11 +90,55 @@ bgw_jit_build_stage() {
 	as_server_user make -C "$dir/src" -s PG_CONFIG="$PG_CONFIG" \
 		DESTDIR="$dir/stage" "$@" install >/dev/null
 	pkglibdir=$("$PG_CONFIG" --pkglibdir)
+	if [ "$("$PG_CONFIG" --version | sed -E 's/^PostgreSQL ([0-9]+).*/\1/')" -ge 18 ]; then
+		find_extension="extension_control_path = '$dir/stage$("$PG_CONFIG" --sharedir):\$system'"
+	else
+		find_extension="extension_destdir = '$dir/stage'"
+	fi
 	BGW_JIT_STAGE_CONF=$dir/stage.conf
 	cat >"$BGW_JIT_STAGE_CONF" <<EOC
 # load bgw_jit from the staging directory $dir/stage
-extension_destdir = '$dir/stage'
+$find_extension
 dynamic_library_path = '$dir/stage$pkglibdir:\$libdir'
 EOC
 	chmod 644 "$BGW_JIT_STAGE_CONF"
+}
+
+# The server's own count of backend writes, as SQL, for server_version_num
+# $1: pg_stat_bgwriter.buffers_backend on 15; from 16 (where that column
+# is gone or going) the normal-context relation writes that pg_stat_io
+# counts for every process type but the checkpointer and the bgwriter.
+# Both include bgw_jit's writes (16+: as a background worker's).
+bgw_jit_core_backend_writes_sql() {
+	if [ "$1" -ge 160000 ]; then
+		echo "(SELECT coalesce(sum(writes), 0)::bigint FROM pg_stat_io
+			WHERE object = 'relation' AND context = 'normal'
+			AND backend_type NOT IN ('checkpointer', 'background writer'))"
+	else
+		echo "(SELECT buffers_backend FROM pg_stat_bgwriter)"
+	fi
+}
+
+# SQL that zeroes the server's counters behind the figures above.
+bgw_jit_core_reset_sql() {
+	if [ "$1" -ge 160000 ]; then
+		echo "pg_stat_reset_shared('bgwriter'), pg_stat_reset_shared('io')"
+	else
+		echo "pg_stat_reset_shared('bgwriter')"
+	fi
+}
+
+# Let backend write counts settle after a load (server_version_num $1,
+# then the command that runs psql).  15: the checkpointer absorbs them on
+# SIGHUP.  16+: sessions report their I/O when they end, bgw_jit about once
+# a second, and bgw_jit samples pg_stat_io at most once a second.
+bgw_jit_settle_stats() {
+	local vnum=$1
+	shift
+	if [ "$vnum" -ge 160000 ]; then
+		sleep 2.5
+	else
+		"$@" -c 'SELECT pg_reload_conf()' >/dev/null
+		sleep 1.5
+	fi
 }

@@ -71,6 +71,7 @@ SELECT count(*) FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid
    AND p.prosecdef;
 
 -- Settings: defaults, units, and bounds rejected with the old value kept.
+-- (From 17 the messages give the range with units: expected/bgw_jit_1.out.)
 SELECT name, setting, unit, context, min_val, max_val
   FROM pg_settings
  WHERE name LIKE 'bgw\_jit.%' AND name <> 'bgw_jit.inject_error' -- test builds
@@ -296,7 +297,8 @@ ALTER EXTENSION bgw_jit UPDATE TO '0.9';
 -- default, must end with exactly what a fresh install has.  Compared per
 -- member object with its definition (function signature, volatility, C
 -- symbol; view query and column types), privileges and comment, so that
--- an update script that forgets any of these fails here.
+-- an update script that forgets any of these fails here.  (From 17 the
+-- views' row types and their array types are members too.)
 CREATE FUNCTION pg_temp.bgw_jit_objects() RETURNS TABLE (obj text, def text)
 LANGUAGE sql AS $$
     SELECT pg_describe_object(d.classid, d.objid, d.objsubid),

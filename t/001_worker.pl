@@ -28,6 +28,20 @@ my $node = start_bgw_jit_node(
 my $pid = wait_for_worker($node);
 ok($pid, "worker runs with backend_type bgw_jit (pid $pid)");
 
+# --- 18+: the library names itself and its version ---
+SKIP:
+{
+	skip 'pg_get_loaded_modules() exists from PostgreSQL 18', 1
+	  if $node->pg_version < 18;
+	is( $node->safe_psql(
+			'postgres', q{
+		SELECT m.version = e.default_version
+		FROM pg_get_loaded_modules() m, pg_available_extensions e
+		WHERE m.module_name = 'bgw_jit' AND e.name = 'bgw_jit'}),
+		't',
+		'pg_get_loaded_modules() shows bgw_jit with the extension\'s version');
+}
+
 # --- under load it cleans, and pg_cancel_backend does not stop it ---
 $node->safe_psql('postgres',
 	"SELECT pg_stat_reset_shared('bgwriter'), bgw_jit_reset()");
@@ -85,6 +99,45 @@ cmp_ok($ratio, '>', 0.5,
 	sprintf('credit per cycle between reports is %.2f of the exact rate', $ratio));
 cmp_ok($ratio, '<', 2, 'and does not overshoot it');
 
+# --- from 16: buf_backend is pg_stat_io's count without the worker's ---
+# Writes of the worker, not yet reported, would blur the start: stop it and
+# let it report; clean the pool so that our own sessions evict nothing
+# dirty.  Over a load from there, with both the worker and the backends
+# writing, pg_stat_io's writes by client backends (and other types but the
+# checkpointer, the bgwriter and background workers) must equal
+# buf_backend, and its background-worker writes the worker's own, soon
+# after the load (the worker reports about once a second, not only at
+# exit).
+SKIP:
+{
+	skip 'pg_stat_io exists from PostgreSQL 16', 4 if $node->pg_version < 16;
+
+	my $others = core_backend_writes_sql($node, without_workers => 1);
+	my $worker = core_backend_writes_sql($node, only => 'background worker');
+	set_conf($node, 'bgw_jit.enabled = off');
+	$node->safe_psql('postgres', 'CHECKPOINT');
+	settle_stats($node);
+	my $base = query_hash($node,
+		"SELECT bgw_jit_reset(), $others AS others, $worker AS worker");
+	# held back to a few writes a cycle, so that backends write too
+	set_conf($node, 'bgw_jit.enabled = on', 'bgw_jit.lru_maxpages = 10');
+	update_load($node, clients => 2, seconds => 5, scale => $scale);
+	$node->safe_psql('postgres', 'CHECKPOINT');
+	set_conf($node, 'bgw_jit.lru_maxpages = 1000');
+	my $figures = "SELECT buf_clean + buf_all_clean AS own, buf_backend,
+		$others - $base->{others} AS others,
+		$worker - $base->{worker} AS worker FROM bgw_jit_stats";
+	$node->poll_query_until('postgres',
+		"SELECT own = worker AND buf_backend = others FROM ($figures) f");
+	my $got = query_hash($node, $figures);
+	cmp_ok($got->{buf_backend}, '>', 0, 'backends wrote during the load');
+	is($got->{buf_backend}, $got->{others},
+		'buf_backend equals the writes pg_stat_io counts for other processes');
+	cmp_ok($got->{own}, '>', 0, 'the worker wrote during the load');
+	is($got->{worker}, $got->{own},
+		"pg_stat_io's background-worker writes are the worker's own");
+}
+
 # --- the history holds exactly what the estimator used ---
 # (The estimator itself is checked against core's arithmetic by the
 # regression test; this checks that each cycle records its inputs and
@@ -118,8 +171,9 @@ is($matching, $replayed, 'replay reproduces every cycle exactly');
 
 # --- statistics: reported while running, not only at exit ---
 # The worker's writes flush WAL (the WAL writer lags 10 s here), counted
-# in pg_stat_wal.wal_write by the worker.  Once it has nothing more to
-# write and has had a second to report, terminating it must add nothing:
+# in pg_stat_wal.wal_write (18+: pg_stat_io) by the worker.  Once it has
+# nothing more to write and has had a second to report, terminating it
+# must add nothing:
 # a worker that reported only at exit adds everything it ever flushed.
 $node->safe_psql('postgres', 'CHECKPOINT');
 my $t = $node->safe_psql('postgres',
@@ -127,14 +181,12 @@ my $t = $node->safe_psql('postgres',
 wait_for_cycle_after($node, $t);
 wait_for_cycle_after($node,
 	$node->safe_psql('postgres', 'SELECT clock_timestamp()'));
-my $wal_before =
-  $node->safe_psql('postgres', 'SELECT wal_write FROM pg_stat_wal');
+my $wal_before = $node->safe_psql('postgres', 'SELECT ' . wal_writes_sql($node));
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
 $node->poll_query_until('postgres',
 	"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid")
   or die 'the worker did not exit';
-my $wal_after =
-  $node->safe_psql('postgres', 'SELECT wal_write FROM pg_stat_wal');
+my $wal_after = $node->safe_psql('postgres', 'SELECT ' . wal_writes_sql($node));
 cmp_ok($wal_after - $wal_before, '<=', 2,
 	"the exiting worker had no WAL statistics left to report "
 	  . "(wal_write $wal_before -> $wal_after)");

@@ -35,8 +35,7 @@ sub after_recovery
 {
 	my ($label, $acked_before, $load, $old_worker) = @_;
 	my $acked = finish_crash_load($load);
-	$node->poll_query_until('postgres', 'SELECT 1', '1')
-	  or die 'server did not come back';
+	wait_for_connections($node) or die 'server did not come back';
 	my $pid = wait_for_worker($node, $old_worker);
 	ok($pid, "$label: worker back (pid $pid)");
 	my $rows = $node->safe_psql('postgres', 'SELECT count(*) FROM acked');

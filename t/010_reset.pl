@@ -24,15 +24,17 @@ my $node = start_bgw_jit_node(
 
 # One session reloads (which makes the checkpointer absorb backend write
 # counts and the worker start a cycle), resets a random moment later,
-# waits another, then reads both figures.  buffers_backend is read before
-# the reset and after bgw_jit_stats, so its rise bounds what the worker
-# may have counted since the reset.
+# waits another, then reads both figures.  buffers_backend (from 16:
+# pg_stat_io's count, see BgwJitTest) is read before the reset and after
+# bgw_jit_stats, so its rise bounds what the worker may have counted since
+# the reset.
+my $backend = core_backend_writes_sql($node);
 $node->safe_psql(
-	'postgres', q{
+	'postgres', qq{
 	CREATE FUNCTION reset_loop(seconds float8,
 		OUT resets int, OUT backend_exceeded int, OUT max_excess bigint,
 		OUT over_judged int)
-	LANGUAGE plpgsql AS $$
+	LANGUAGE plpgsql AS \$\$
 	DECLARE
 		stop timestamptz := clock_timestamp() + seconds * interval '1 s';
 		b0 bigint;
@@ -44,11 +46,11 @@ $node->safe_psql(
 		WHILE clock_timestamp() < stop LOOP
 			PERFORM pg_reload_conf();
 			PERFORM pg_sleep(random() * 0.004);
-			SELECT buffers_backend INTO b0 FROM pg_stat_bgwriter;
+			b0 := $backend;
 			PERFORM bgw_jit_reset();
 			PERFORM pg_sleep(random() * 0.02);
 			SELECT * INTO s FROM bgw_jit_stats;
-			SELECT buffers_backend INTO b1 FROM pg_stat_bgwriter;
+			b1 := $backend;
 			resets := resets + 1;
 			IF s.buf_backend > b1 - b0 THEN
 				backend_exceeded := backend_exceeded + 1;
@@ -60,7 +62,7 @@ $node->safe_psql(
 			END IF;
 		END LOOP;
 	END
-	$$});
+	\$\$});
 
 my $load = start_update_load($node, clients => 2, seconds => 11,
 	scale => $scale);

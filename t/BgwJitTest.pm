@@ -10,10 +10,12 @@ use JSON::PP qw(decode_json);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 
 our @EXPORT = qw(new_bgw_jit_node start_bgw_jit_node pgbench_init
   update_load start_update_load
-  reload_and_wait set_conf wait_for_cycle_after settle_stats query_hash
+  reload_and_wait set_conf wait_for_cycle_after settle_stats
+  core_backend_writes_sql wal_writes_sql query_hash wait_for_connections
   wait_for_worker worker_pid check_integrity has_fault_injection
   start_crash_load finish_crash_load stop_crash_load check_tpcb_invariant);
 
@@ -162,25 +164,66 @@ sub wait_for_cycle_after
 	return;
 }
 
-# Bring bgw_jit_stats.buf_backend up to date.  buffers_backend reaches
-# pgstat only when the checkpointer absorbs its request queue, which a
-# reload makes it do; the worker folds the new value in at its next cycle.
-# So: reload, then wait until buffers_backend stays the same across a
-# cycle of the worker, which has then folded exactly that value.
+# Bring bgw_jit_stats.buf_backend up to date.  On 15 buffers_backend
+# reaches pgstat only when the checkpointer absorbs its request queue,
+# which a reload makes it do; the worker folds the new value in at its
+# next cycle.  So: reload, then wait until buffers_backend stays the same
+# across a cycle of the worker, which has then folded exactly that value.
+# From 16 each process reports its I/O to pg_stat_io itself (a session
+# when it ends), and the worker samples it once a second, at the end of a
+# cycle, for the next cycle to fold: so wait until the count stays the
+# same across a cycle that began a second later and the cycle after it.
 sub settle_stats
 {
 	my ($node) = @_;
-	reload_and_wait($node);
+	my $io = $node->pg_version >= 16;
+	my $count = core_backend_writes_sql($node);
+	reload_and_wait($node) unless $io;
 	my $prev = -1;
 	for (1 .. 100)
 	{
 		my ($b, $t) = split /\|/, $node->safe_psql('postgres',
-			'SELECT buffers_backend, clock_timestamp() FROM pg_stat_bgwriter');
+			"SELECT $count, clock_timestamp()"
+			  . ($io ? " + interval '1 s'" : ''));
 		return if $b == $prev;
 		$prev = $b;
 		wait_for_cycle_after($node, $t);
+		wait_for_cycle_after($node,
+			$node->safe_psql('postgres', 'SELECT last_cycle_at FROM bgw_jit_stats'))
+		  if $io;
 	}
-	die 'buffers_backend never settled';
+	die 'backend writes never settled';
+}
+
+# SQL for the server's own count of backend writes, the figure bgw_jit's
+# buf_backend is derived from: pg_stat_bgwriter.buffers_backend on 15
+# (this worker's writes included); from 16, normal-context relation
+# writes in pg_stat_io by every process type but the checkpointer and the
+# bgwriter.  From 16 also: only => TYPE counts one backend type's writes,
+# without_workers => 1 leaves out background workers (bgw_jit among them).
+sub core_backend_writes_sql
+{
+	my ($node, %opt) = @_;
+	return '(SELECT buffers_backend FROM pg_stat_bgwriter)'
+	  if $node->pg_version < 16;
+	my @out = ('checkpointer', 'background writer');
+	push @out, 'background worker' if $opt{without_workers};
+	my $which =
+	  defined $opt{only}
+	  ? "backend_type = '$opt{only}'"
+	  : 'backend_type NOT IN (' . join(', ', map { "'$_'" } @out) . ')';
+	return "(SELECT coalesce(sum(writes), 0) FROM pg_stat_io
+		WHERE object = 'relation' AND context = 'normal' AND $which)";
+}
+
+# SQL for the number of WAL writes: pg_stat_wal.wal_write up to 17; from
+# 18, where that column is gone, the WAL writes in pg_stat_io.
+sub wal_writes_sql
+{
+	my ($node) = @_;
+	return '(SELECT wal_write FROM pg_stat_wal)' if $node->pg_version < 18;
+	return "(SELECT coalesce(sum(writes), 0) FROM pg_stat_io
+		WHERE object = 'wal')";
 }
 
 # One row of a query as a hash of column => value.
@@ -298,6 +341,22 @@ sub worker_pid
 	my ($node) = @_;
 	return $node->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'bgw_jit'");
+}
+
+# Wait until the server accepts connections again after a crash restart.
+# (poll_query_until feeds psql its query on stdin, and dies of EPIPE when
+# psql is turned away during recovery before reading it.)
+sub wait_for_connections
+{
+	my ($node) = @_;
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		return 1
+		  if IPC::Run::run(
+			[ 'pg_isready', '-q', '-h', $node->host, '-p', $node->port ]);
+		usleep(100_000);
+	}
+	return 0;
 }
 
 # Wait until a bgw_jit worker other than $old_pid is running; its pid.

@@ -8,12 +8,17 @@
 # throw-away clusters of its own) as an unprivileged account.  Nothing is
 # installed into the system's PostgreSQL, so an interrupted run leaves
 # nothing behind there.
+# PG_MAJOR=17 (or 18, 19) runs it all against that version instead, in a
+# Debian root made on first use (bench/pgroot.sh); default 15.
 set -euo pipefail
 
+. "$(dirname "$0")/../bench/pgroot.sh"
+bgw_jit_pgroot_run "$0" "$@"
 . "$(dirname "$0")/../bench/setup.sh"
 
-bgw_jit_require_packages postgresql-15 postgresql-server-dev-15 \
+bgw_jit_require_packages postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR \
 	libipc-run-perl make gcc
+echo "== PostgreSQL $("$PG_CONFIG" --version | sed 's/^PostgreSQL //')"
 
 work=$(mktemp -d /tmp/bgw_jit_test.XXXXXX)
 chmod 755 "$work"
@@ -38,7 +43,8 @@ as_server_user env TEMP_CONFIG="$BGW_JIT_STAGE_CONF" \
 
 if [ $status -ne 0 ]; then
 	keep=1
-	echo "== failed; logs kept in $work" >&2
+	# (in a Debian root, $work is below the root's directory)
+	echo "== failed; logs kept in ${BGW_JIT_HOST_ROOT:-}$work" >&2
 	for f in "$work"/test/src/regression.diffs "$work"/test/src/tmp_check/log/regress_log_*; do
 		[ -f "$f" ] || continue
 		echo "---- $f (tail)" >&2
