@@ -406,8 +406,7 @@ check_lru_multiplier(char **newval, void **extra, GucSource source)
 		return false;
 	}
 
-	/* GUC extra must be malloc'd: the GUC machinery frees it */
-	parsed = malloc(sizeof(double));
+	parsed = compat_guc_malloc(sizeof(double));
 	if (parsed == NULL)
 		return false;
 	*parsed = value;

@@ -34,6 +34,7 @@
 #include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
 #include "storage/smgr.h"
+#include "utils/guc.h"
 
 #if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 200000
 #error "bgw_jit supports PostgreSQL 15, 17, 18 and 19"
@@ -44,6 +45,16 @@
 /* 19's signal handlers take the sender's details: SIG_IGN needs a cast. */
 #ifndef PG_SIG_IGN
 #define PG_SIG_IGN SIG_IGN
+#endif
+
+/*
+ * Memory for a GUC check hook's *extra: 16+ keeps GUC memory in its own
+ * context and frees extra with guc_free(); before 16 it is free()d.
+ */
+#if PG_VERSION_NUM >= 160000
+#define compat_guc_malloc(size) guc_malloc(LOG, (size))
+#else
+#define compat_guc_malloc(size) malloc(size)
 #endif
 
 /* The library's magic block; 18+ also records its name and version. */

@@ -123,7 +123,6 @@ ALTER SYSTEM SET bgw_jit.pacing = 'slow';
 ALTER SYSTEM SET bgw_jit.max_write_rate = -1;
 ALTER SYSTEM SET bgw_jit.max_write_rate = 1000001;
 ALTER SYSTEM SET bgw_jit.lru_maxpages = -2;
-ALTER SYSTEM SET bgw_jit.flush_after = -2;
 ALTER SYSTEM SET bgw_jit.cpu_priority = 'realtime';
 SELECT name, setting, vartype, enumvals
   FROM pg_settings
