@@ -6,7 +6,8 @@
 # it (nothing is installed system-wide), creates a cluster with a 32 MB buffer
 # pool and a ~400 MB pgbench database (scale 25), then runs the update-only
 # workload twice: once with the built-in writer's defaults, once with
-# bgw_jit (switched by reload, no restart).  Prints both side by side.
+# bgw_jit's defaults (switched by reload, no restart).  Prints both side by
+# side.
 # Usage: bench/demo.sh [seconds per phase, default 20] [clients, default 2]
 # PG_MAJOR=17 (or 18, 19) runs it on that version, in a Debian root made
 # on first use (bench/pgroot.sh); default 15.
@@ -50,10 +51,7 @@ synchronous_commit = off
 max_wal_size = 8GB
 checkpoint_timeout = 1h
 autovacuum = off
-# bgw_jit tuned for this load (see README, Tuning)
-bgw_jit.delay = 20ms
-bgw_jit.lru_multiplier = 4.0
-bgw_jit.lru_maxpages = 1000
+# bgw_jit with its defaults: nothing tuned
 EOC
 cat "$BGW_JIT_STAGE_CONF" >>"$data/postgresql.conf"
 [ "$(id -u)" -eq 0 ] && chown "$BGW_JIT_USER" "$data/postgresql.conf"
