@@ -216,7 +216,7 @@ $node->safe_psql('postgres', q{
 	FROM pg_buffercache
 	WHERE isdirty AND usagecount = 0 AND pinning_backends = 0});
 my $probed = $node->safe_psql('postgres', 'SELECT count(*) FROM probe');
-cmp_ok($probed, '>', 20, "$probed dirty usage-0 buffers to watch");
+cmp_ok($probed, '>', 0, "$probed dirty usage-0 buffers to watch");
 my $same_page_sql = q{
 	FROM probe p JOIN pg_buffercache b USING (bufferid)
 	WHERE b.relfilenode = p.relfilenode
