@@ -63,15 +63,6 @@ bgw_jit_build() {
 		COPT="$BGW_JIT_CFLAGS -Werror" "$@"
 }
 
-# bgw_jit_build, then install into the PostgreSQL installation itself
-# (needs root or a writable installation).
-bgw_jit_build_install() {
-	local dir=$1
-	shift
-	bgw_jit_build "$dir" "$@"
-	make -C "$dir" -s PG_CONFIG="$PG_CONFIG" "$@" install >/dev/null
-}
-
 # Build in $1/src and install into the staging directory $1/stage
 # (make install DESTDIR=...), where only servers told to look there load
 # it: nothing is installed system-wide.  Writes $1/stage.conf, the
