@@ -184,6 +184,7 @@ put_history_row(ReturnSetInfo *rsinfo, const BgwJitCycle *e, BgwJitApi api)
 	values[i++] = BoolGetDatum(e->lapped);
 	values[i++] = BoolGetDatum(e->hit_maxpages);
 	values[i++] = Int64GetDatum(e->cpu_us);
+	/* columns new in 1.1 would follow here, under api >= BGW_JIT_API_1_1 */
 	Assert(i == rsinfo->setDesc->natts);
 
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);

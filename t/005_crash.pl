@@ -18,11 +18,17 @@ my $node = start_bgw_jit_node(
 	busy => 1,
 	conf => "restart_after_crash = on\ncheckpoint_timeout = 30s\n");
 
-sub wait_until_writing
+# Start the crash load and return once the worker is writing under it.
+# The load is long: the crash ends it.
+sub start_load_while_writing
 {
+	my $written =
+	  $node->safe_psql('postgres', 'SELECT buf_clean FROM bgw_jit_stats');
+	my $load = start_crash_load($node, 120, $scale);
 	$node->poll_query_until('postgres',
-		'SELECT buf_clean > 1000 FROM bgw_jit_stats')
+		"SELECT buf_clean >= $written + 50 FROM bgw_jit_stats")
 	  or die 'worker never wrote';
+	return $load;
 }
 
 sub after_recovery
@@ -52,8 +58,7 @@ sub acked_rows
 my $rows0 = acked_rows();
 my $worker = worker_pid($node);
 my $offset = -s $node->logfile;
-my $load = start_crash_load($node, 12, $scale);
-wait_until_writing();
+my $load = start_load_while_writing();
 kill 'KILL', $worker;
 ok( $node->wait_for_log(
 		qr/background worker "bgw_jit" \(PID $worker\) was terminated by signal 9/,
@@ -68,8 +73,7 @@ $worker = after_recovery('worker SIGKILL', $rows0, $load, $worker);
 $rows0 = acked_rows();
 $node->safe_psql('postgres', 'SELECT bgw_jit_reset()');
 $offset = -s $node->logfile;
-$load = start_crash_load($node, 12, $scale);
-wait_until_writing();
+$load = start_load_while_writing();
 my $backend = $node->safe_psql('postgres', q{
 	SELECT pid FROM pg_stat_activity
 	WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
@@ -84,8 +88,7 @@ $worker = after_recovery('backend SIGKILL', $rows0, $load, $worker);
 # --- 3. immediate shutdown under load, then start ---
 $rows0 = acked_rows();
 $node->safe_psql('postgres', 'SELECT bgw_jit_reset()');
-$load = start_crash_load($node, 8, $scale);
-wait_until_writing();
+$load = start_load_while_writing();
 $node->stop('immediate');
 $node->start;
 after_recovery('immediate shutdown', $rows0, $load, undef);
