@@ -116,6 +116,7 @@ static bool timed_out = true;	/* the last sleep ended by its timeout */
 static int	prev_evicted = 0;	/* judgements of the previous cycle */
 static int	prev_redirtied = 0;
 static int	applied_cpu_priority = BGW_JIT_CPU_PRIORITY_NORMAL;
+static int	base_nice = 0;		/* the nice value the worker started with */
 
 static void set_signal_handlers(void);
 static void warn_if_builtin_cleaner(void);
@@ -193,9 +194,11 @@ warn_if_builtin_cleaner(void)
 }
 
 /*
- * bgw_jit.cpu_priority: nice 10 for low, SCHED_IDLE for idle.  Lowering
- * always works; raising it again needs CAP_SYS_NICE (or RLIMIT_NICE), so
- * without it the worker stays where it is until it restarts.
+ * bgw_jit.cpu_priority: nice 10 (or the server's own nice value, if that
+ * is lower still) for low, SCHED_IDLE for idle, the server's nice value
+ * for normal.  Lowering always works; raising it again needs CAP_SYS_NICE
+ * (or RLIMIT_NICE), so without it the worker stays where it is until it
+ * restarts.
  */
 static void
 apply_cpu_priority(void)
@@ -203,7 +206,7 @@ apply_cpu_priority(void)
 	struct sched_param param;
 	bool		idle = (bgw_jit_cpu_priority == BGW_JIT_CPU_PRIORITY_IDLE);
 	int			nice_value = (bgw_jit_cpu_priority == BGW_JIT_CPU_PRIORITY_LOW) ?
-		BGW_JIT_LOW_PRIORITY_NICE : 0;
+		Max(base_nice, BGW_JIT_LOW_PRIORITY_NICE) : base_nice;
 
 	if (bgw_jit_cpu_priority == applied_cpu_priority)
 		return;
@@ -275,6 +278,10 @@ bgw_jit_main(Datum main_arg)
 
 	ereport(LOG, (errmsg("bgw_jit worker started")));
 	warn_if_builtin_cleaner();
+	errno = 0;
+	base_nice = getpriority(PRIO_PROCESS, 0);
+	if (errno != 0)
+		base_nice = 0;
 	apply_cpu_priority();
 
 	while (!ShutdownRequestPending)
