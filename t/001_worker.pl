@@ -233,12 +233,6 @@ cmp_ok($kept->{same_page}, '>=', 0.9 * $probed,
 	"$kept->{same_page} of $probed watched buffers kept their pages");
 is($kept->{raised}, 0, 'and none of their usage counts was raised');
 
-# --- an idle worker hibernates (t/011 shows a statement waking it) ---
-my $hib = $node->safe_psql('postgres', 'SELECT hibernations FROM bgw_jit_stats');
-ok( $node->poll_query_until(
-		'postgres', "SELECT hibernations > $hib FROM bgw_jit_stats"),
-	'idle, the worker hibernates');
-
 # --- a WARNING when the built-in LRU scan is on as well ---
 my $log_offset = -s $node->logfile;
 set_conf($node, 'bgwriter_lru_maxpages = 100');
