@@ -213,7 +213,7 @@ bgw_jit_pgroot_create() {
 
 	base_pkgs=$pkgs
 	[ "$major" = 19 ] && base_pkgs="make gcc libipc-run-perl bsdextrautils"
-	# debootstrap's log stays in the root's debootstrap/ on failure
+	# debootstrap's output stays in the cache directory if it fails
 	if ! nice -n 19 debootstrap --variant=minbase --include="${base_pkgs// /,}" \
 		"$suite" "$tmp" "$mirror" >"$BGW_JIT_ROOT_CACHE/.pg$major.debootstrap.log" 2>&1; then
 		tail -n 20 "$BGW_JIT_ROOT_CACHE/.pg$major.debootstrap.log" >&2
