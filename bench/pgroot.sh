@@ -273,7 +273,9 @@ bgw_jit_pgroot_ensure() {
 	for stale in "$BGW_JIT_ROOT_CACHE"/.pg$major.new.*; do
 		[ -d "$stale" ] || continue
 		echo "== removing the unfinished root $stale"
-		bgw_jit_pgroot_remove "$stale" || bgw_jit_pgroot_die "cannot remove $stale"
+		# (what a killed set-up left running or mounted there goes first)
+		bgw_jit_pgroot_umount "$stale" && bgw_jit_pgroot_remove "$stale" ||
+			bgw_jit_pgroot_die "cannot remove $stale"
 	done
 	bgw_jit_pgroot_create "$major" "$BGW_JIT_PGROOT"
 }
