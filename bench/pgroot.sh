@@ -213,7 +213,7 @@ bgw_jit_pgroot_create() {
 
 	base_pkgs=$pkgs
 	[ "$major" = 19 ] && base_pkgs="make gcc libipc-run-perl bsdextrautils"
-	# debootstrap's log stays in the root's debootstrap/ on failure
+	# debootstrap's output stays in the cache directory if it fails
 	if ! nice -n 19 debootstrap --variant=minbase --include="${base_pkgs// /,}" \
 		"$suite" "$tmp" "$mirror" >"$BGW_JIT_ROOT_CACHE/.pg$major.debootstrap.log" 2>&1; then
 		tail -n 20 "$BGW_JIT_ROOT_CACHE/.pg$major.debootstrap.log" >&2
@@ -273,7 +273,9 @@ bgw_jit_pgroot_ensure() {
 	for stale in "$BGW_JIT_ROOT_CACHE"/.pg$major.new.*; do
 		[ -d "$stale" ] || continue
 		echo "== removing the unfinished root $stale"
-		bgw_jit_pgroot_remove "$stale" || bgw_jit_pgroot_die "cannot remove $stale"
+		# (what a killed set-up left running or mounted there goes first)
+		bgw_jit_pgroot_umount "$stale" && bgw_jit_pgroot_remove "$stale" ||
+			bgw_jit_pgroot_die "cannot remove $stale"
 	done
 	bgw_jit_pgroot_create "$major" "$BGW_JIT_PGROOT"
 }
