@@ -45,6 +45,7 @@ double		bgw_jit_lru_percent = 10.0;
 double		bgw_jit_all_percent = 0.333;
 int			bgw_jit_all_maxpages = 5;
 int			bgw_jit_flush_after = 0;
+int			bgw_jit_combine_limit = 1;
 int			bgw_jit_pacing = BGW_JIT_PACING_AUTO;
 double		bgw_jit_max_write_rate = 0;
 int			bgw_jit_cpu_priority = BGW_JIT_CPU_PRIORITY_NORMAL;
@@ -251,6 +252,15 @@ define_settings(void)
 							"0 (the default) leaves writeback to the kernel: the worker's pages are scattered, so one hint per page costs more than it saves; -1 uses bgwriter_flush_after.",
 							&bgw_jit_flush_after,
 							0, -1, WRITEBACK_MAX_PENDING_FLUSHES,
+							PGC_SIGHUP,
+							GUC_UNIT_BLOCKS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("bgw_jit.combine_limit",
+							"Largest run of neighbouring pages the worker writes together.",
+							"When it writes a page, the worker also writes the dirty, unused pages next to it in the same relation fork that are in shared buffers, up to this many pages in all; 1 writes single pages.",
+							&bgw_jit_combine_limit,
+							1, 1, 128,
 							PGC_SIGHUP,
 							GUC_UNIT_BLOCKS,
 							NULL, NULL, NULL);

@@ -68,6 +68,7 @@ typedef struct BgwJitCycle
 	int			scanned;
 	int			written;
 	int			all_written;	/* by the all-buffers scan (jit+all) */
+	int			combined;		/* of both, neighbours written along */
 	int			reusable_found; /* reusable buffers the scan found */
 	int			evicted;		/* earlier writes whose page left its buffer */
 	int			redirtied;		/* earlier writes whose page was dirty again */
@@ -82,6 +83,7 @@ typedef struct BgwJitCounters
 	uint64		cycles;
 	uint64		buf_clean;		/* buffers the LRU scan wrote */
 	uint64		buf_all_clean;	/* buffers the all-buffers scan wrote */
+	uint64		buf_combined;	/* of both, neighbours written along */
 	uint64		buf_clean_evicted;	/* writes whose page later left */
 	uint64		buf_clean_redirtied;	/* writes whose page was dirtied again */
 	uint64		buf_alloc;		/* allocations credited to cycles */
@@ -156,6 +158,7 @@ extern double bgw_jit_lru_percent;
 extern double bgw_jit_all_percent;
 extern int	bgw_jit_all_maxpages;
 extern int	bgw_jit_flush_after;
+extern int	bgw_jit_combine_limit;
 extern int	bgw_jit_pacing;
 extern double bgw_jit_max_write_rate;
 extern int	bgw_jit_cpu_priority;
@@ -185,10 +188,19 @@ extern void bgw_jit_stats_save(int code, Datum arg);
 #define CLEANER_EVICTED		0x04	/* an earlier write's page has left */
 #define CLEANER_REDIRTIED	0x08	/* an earlier write's page is dirty again */
 
+/* cleaner.c: what neighbours written along with a page added up to */
+typedef struct CleanerCombined
+{
+	int			written;
+	int			evicted;		/* judgements of earlier writes, as above */
+	int			redirtied;
+} CleanerCombined;
+
 extern void cleaner_clear_marks(void);
 
 extern int	cleaner_sync_buffer(int buf_id, WritebackContext *wb_context,
-								bool any_usage);
+								bool any_usage, int combine_limit,
+								CleanerCombined *combined);
 
 /* worker.c */
 extern PGDLLEXPORT void bgw_jit_main(Datum main_arg);

@@ -104,12 +104,14 @@ cleaner_clear_marks(void)
 
 /*
  * Examine shared buffer 'buf_id' (0-based) and write it if it is valid,
- * dirty, unpinned and has usage count 0 (any usage count with any_usage).
- * Returns CLEANER_* flags.  (ReadRecentBuffer makes room in
- * CurrentResourceOwner for its pin.)
+ * dirty, unpinned and has usage count 0 (any usage count with any_usage);
+ * with 'expect', only if it holds that page.  Returns CLEANER_* flags and,
+ * when it wrote, the page's tag in *written.  (ReadRecentBuffer makes room
+ * in CurrentResourceOwner for its pin.)
  */
-int
-cleaner_sync_buffer(int buf_id, WritebackContext *wb_context, bool any_usage)
+static int
+sync_buffer(int buf_id, const BufferTag *expect, WritebackContext *wb_context,
+			bool any_usage, BufferTag *written)
 {
 	BufferDesc *desc = GetBufferDescriptor(buf_id);
 	uint32	   *mark = &bgw_jit_clean_marks[buf_id];
@@ -134,7 +136,8 @@ cleaner_sync_buffer(int buf_id, WritebackContext *wb_context, bool any_usage)
 		result |= resolve_mark(mark, desc, state);
 	if (BUF_REUSABLE_STATE(state))
 		result |= CLEANER_REUSABLE;
-	if (!write_candidate(state, any_usage))
+	if (!write_candidate(state, any_usage) ||
+		(expect != NULL && !compat_tags_equal(&desc->tag, expect)))
 	{
 		compat_unlock_buf_hdr(desc, state);
 		return result;
@@ -172,7 +175,89 @@ cleaner_sync_buffer(int buf_id, WritebackContext *wb_context, bool any_usage)
 	{
 		*mark = tag_mark(&tag);
 		compat_schedule_writeback(wb_context, &tag);
+		*written = tag;
 		result |= CLEANER_WRITTEN;
 	}
+	return result;
+}
+
+/* The shared buffer holding page 'tag', or -1. */
+static int
+lookup_buffer(BufferTag *tag)
+{
+	uint32		hash = BufTableHashCode(tag);
+	LWLock	   *partition = BufMappingPartitionLock(hash);
+	int			buf_id;
+
+	LWLockAcquire(partition, LW_SHARED);
+	buf_id = BufTableLookup(tag, hash);
+	LWLockRelease(partition);
+	return buf_id;
+}
+
+/*
+ * Write the neighbours of page 'tag', just written: the blocks right
+ * before it, then right after it, in the same relation fork and segment
+ * file, while they are in shared buffers and qualify as the page did.
+ * A run stops at the first block that does not, so that what reaches the
+ * kernel is one contiguous range; at most limit - 1 extra pages.
+ * Neighbours are written whatever their place in the clock: a page of
+ * usage count 0 is the next victim wherever it is.
+ */
+static void
+write_neighbours(const BufferTag *tag, int limit, WritebackContext *wb_context,
+				 bool any_usage, CleanerCombined *combined)
+{
+	BlockNumber segment_start = tag->blockNum - tag->blockNum % RELSEG_SIZE;
+	BlockNumber segment_end = segment_start + (RELSEG_SIZE - 1);
+	int			room = limit - 1;
+	int			direction;
+
+	for (direction = -1; direction <= 1 && room > 0; direction += 2)
+	{
+		BufferTag	next = *tag;
+
+		while (room > 0)
+		{
+			BufferTag	written;
+			int			buf_id;
+			int			outcome;
+
+			if (direction < 0 ? next.blockNum == segment_start :
+				next.blockNum == segment_end)
+				break;
+			next.blockNum += direction;
+			buf_id = lookup_buffer(&next);
+			if (buf_id < 0)
+				break;
+			outcome = sync_buffer(buf_id, &next, wb_context, any_usage,
+								  &written);
+			combined->evicted += (outcome & CLEANER_EVICTED) ? 1 : 0;
+			combined->redirtied += (outcome & CLEANER_REDIRTIED) ? 1 : 0;
+			if (!(outcome & CLEANER_WRITTEN))
+				break;
+			combined->written++;
+			room--;
+		}
+	}
+}
+
+/*
+ * Examine shared buffer 'buf_id' (0-based) and write it if it is valid,
+ * dirty, unpinned and has usage count 0 (any usage count with any_usage).
+ * With combine_limit > 1, a write takes qualifying neighbours along (their
+ * counts are added to *combined).  Returns CLEANER_* flags for buf_id.
+ */
+int
+cleaner_sync_buffer(int buf_id, WritebackContext *wb_context, bool any_usage,
+					int combine_limit, CleanerCombined *combined)
+{
+	BufferTag	written;
+	int			result;
+
+	result = sync_buffer(buf_id, NULL, wb_context, any_usage, &written);
+	if ((result & CLEANER_WRITTEN) && combine_limit > 1)
+		write_neighbours(&written, combine_limit, wb_context, any_usage,
+						 combined);
 	return result;
 }

@@ -83,6 +83,17 @@ compat_read_buf_state(BufferDesc *desc)
 #endif
 }
 
+/* Whether two buffer tags name the same page. */
+static inline bool
+compat_tags_equal(const BufferTag *a, const BufferTag *b)
+{
+#if PG_VERSION_NUM >= 160000
+	return BufferTagsEqual(a, b);
+#else
+	return BUFFERTAGS_EQUAL(*a, *b);
+#endif
+}
+
 /* Release the header lock taken by LockBufHdr, leaving the state as read. */
 static inline void
 compat_unlock_buf_hdr(BufferDesc *desc, CompatBufState state)

@@ -519,6 +519,7 @@ clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 	int			num_to_scan;
 	int			scan_limit;
 	int			reusable_buffers;
+	CleanerCombined combined = {0};
 
 	if (!cleaner_valid || lead < 0)
 	{
@@ -575,7 +576,8 @@ clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 			break;
 		}
 
-		outcome = cleaner_sync_buffer(next_to_clean, &wb_context, false);
+		outcome = cleaner_sync_buffer(next_to_clean, &wb_context, false,
+									  bgw_jit_combine_limit, &combined);
 		count_judgements(e, outcome);
 		if (++next_to_clean >= NBuffers)
 			next_to_clean = 0;
@@ -585,6 +587,11 @@ clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 			reusable_buffers++;
 		if (outcome & CLEANER_WRITTEN)
 			e->written++;
+		e->written += combined.written;
+		e->combined += combined.written;
+		e->evicted += combined.evicted;
+		e->redirtied += combined.redirtied;
+		memset(&combined, 0, sizeof(combined));
 
 		/* A long scan must still answer DROP DATABASE's barrier promptly. */
 		if ((num_to_scan & 1023) == 0)
@@ -614,11 +621,17 @@ scan_all_buffers(BgwJitCycle *e)
 
 	while (num_to_scan-- > 0 && e->all_written < bgw_jit_all_maxpages)
 	{
+		CleanerCombined combined = {0};
 		int			outcome = cleaner_sync_buffer(all_next_to_clean, &wb_context,
-												  true);
+												  true, bgw_jit_combine_limit,
+												  &combined);
 
 		count_judgements(e, outcome);
-		e->all_written += (outcome & CLEANER_WRITTEN) ? 1 : 0;
+		e->all_written += ((outcome & CLEANER_WRITTEN) ? 1 : 0) +
+			combined.written;
+		e->combined += combined.written;
+		e->evicted += combined.evicted;
+		e->redirtied += combined.redirtied;
 		if (++all_next_to_clean >= NBuffers)
 			all_next_to_clean = 0;
 		if ((num_to_scan & 1023) == 0)
@@ -706,6 +719,7 @@ fold_cycle(BgwJitShared *s, CycleResult *result, uint64 backend_writes)
 	s->counters.cycles++;
 	s->counters.buf_clean += e->written;
 	s->counters.buf_all_clean += e->all_written;
+	s->counters.buf_combined += e->combined;
 	s->counters.buf_clean_evicted += e->evicted;
 	s->counters.buf_clean_redirtied += e->redirtied;
 	s->counters.maxwritten_clean += e->hit_maxpages ? 1 : 0;
