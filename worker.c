@@ -576,8 +576,11 @@ clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 			break;
 		}
 
+		/* (neighbours written along count against the budget too) */
 		outcome = cleaner_sync_buffer(next_to_clean, &wb_context, false,
-									  bgw_jit_combine_limit, &combined);
+									  Min(bgw_jit_combine_limit,
+										  plan->write_budget - e->written),
+									  &combined);
 		count_judgements(e, outcome);
 		if (++next_to_clean >= NBuffers)
 			next_to_clean = 0;
@@ -623,7 +626,9 @@ scan_all_buffers(BgwJitCycle *e)
 	{
 		CleanerCombined combined = {0};
 		int			outcome = cleaner_sync_buffer(all_next_to_clean, &wb_context,
-												  true, bgw_jit_combine_limit,
+												  true,
+												  Min(bgw_jit_combine_limit,
+													  bgw_jit_all_maxpages - e->all_written),
 												  &combined);
 
 		count_judgements(e, outcome);
