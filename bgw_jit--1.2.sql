@@ -32,10 +32,11 @@ CREATE FUNCTION bgw_jit_stats(
     OUT lead_target integer,
     OUT sleep_ms integer,
     OUT buffers_overrun bigint,
-    OUT cpu_priority text
+    OUT cpu_priority text,
+    OUT buf_combined bigint
 )
 RETURNS record
-AS 'MODULE_PATHNAME', 'bgw_jit_stats_1_1'
+AS 'MODULE_PATHNAME', 'bgw_jit_stats_1_2'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
 
 CREATE VIEW bgw_jit_stats AS
@@ -72,7 +73,8 @@ CREATE VIEW bgw_jit_stats AS
            lead_target,
            sleep_ms,
            buffers_overrun,
-           cpu_priority
+           cpu_priority,
+           buf_combined
     FROM bgw_jit_stats();
 
 CREATE FUNCTION bgw_jit_history(
@@ -102,10 +104,11 @@ CREATE FUNCTION bgw_jit_history(
     OUT hand_rate double precision,
     OUT lead_target integer,
     OUT sleep_ms integer,
-    OUT woken boolean
+    OUT woken boolean,
+    OUT combined integer
 )
 RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'bgw_jit_history_1_1'
+AS 'MODULE_PATHNAME', 'bgw_jit_history_1_2'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
 
 CREATE VIEW bgw_jit_history AS

@@ -36,15 +36,18 @@
 typedef enum BgwJitApi
 {
 	BGW_JIT_API_1_0,
-	BGW_JIT_API_1_1
+	BGW_JIT_API_1_1,
+	BGW_JIT_API_1_2
 } BgwJitApi;
 
 #define STATS_COLS_1_0		21
 #define STATS_COLS_1_1		29
-#define STATS_COLS_MAX		29
+#define STATS_COLS_1_2		30
+#define STATS_COLS_MAX		30
 #define HISTORY_COLS_1_0	19
 #define HISTORY_COLS_1_1	27
-#define HISTORY_COLS_MAX	27
+#define HISTORY_COLS_1_2	28
+#define HISTORY_COLS_MAX	28
 #define REPLAY_COLS			6
 #define REPLAY_PACER_COLS	8
 
@@ -53,8 +56,10 @@ typedef enum BgwJitApi
 
 PG_FUNCTION_INFO_V1(bgw_jit_stats);
 PG_FUNCTION_INFO_V1(bgw_jit_stats_1_1);
+PG_FUNCTION_INFO_V1(bgw_jit_stats_1_2);
 PG_FUNCTION_INFO_V1(bgw_jit_history);
 PG_FUNCTION_INFO_V1(bgw_jit_history_1_1);
+PG_FUNCTION_INFO_V1(bgw_jit_history_1_2);
 PG_FUNCTION_INFO_V1(bgw_jit_reset);
 PG_FUNCTION_INFO_V1(bgw_jit_replay);
 PG_FUNCTION_INFO_V1(bgw_jit_replay_pacer);
@@ -101,6 +106,7 @@ stats_internal(FunctionCallInfo fcinfo, BgwJitApi api)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	check_result_columns(tupdesc, "bgw_jit_stats",
+						 api >= BGW_JIT_API_1_2 ? STATS_COLS_1_2 :
 						 api >= BGW_JIT_API_1_1 ? STATS_COLS_1_1 : STATS_COLS_1_0);
 
 	LWLockAcquire(s->lock, LW_SHARED);
@@ -149,6 +155,8 @@ stats_internal(FunctionCallInfo fcinfo, BgwJitApi api)
 		values[i++] = Int64GetDatum(snap.counters.buffers_overrun);
 		values[i++] = CStringGetTextDatum(bgw_jit_cpu_priority_name(snap.cpu_priority));
 	}
+	if (api >= BGW_JIT_API_1_2)
+		values[i++] = Int64GetDatum(snap.counters.buf_combined);
 	Assert(i == tupdesc->natts);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
@@ -164,6 +172,12 @@ Datum
 bgw_jit_stats_1_1(PG_FUNCTION_ARGS)
 {
 	return stats_internal(fcinfo, BGW_JIT_API_1_1);
+}
+
+Datum
+bgw_jit_stats_1_2(PG_FUNCTION_ARGS)
+{
+	return stats_internal(fcinfo, BGW_JIT_API_1_2);
 }
 
 /* One history row, in the columns of 'api'. */
@@ -206,6 +220,8 @@ put_history_row(ReturnSetInfo *rsinfo, const BgwJitCycle *e, BgwJitApi api)
 		values[i++] = Int32GetDatum(e->sleep_ms);
 		values[i++] = BoolGetDatum(e->woken);
 	}
+	if (api >= BGW_JIT_API_1_2)
+		values[i++] = Int32GetDatum(e->combined);
 	Assert(i == rsinfo->setDesc->natts);
 
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
@@ -231,6 +247,7 @@ history_internal(FunctionCallInfo fcinfo, BgwJitApi api)
 
 	InitMaterializedSRF(fcinfo, 0);
 	check_result_columns(rsinfo->setDesc, "bgw_jit_history",
+						 api >= BGW_JIT_API_1_2 ? HISTORY_COLS_1_2 :
 						 api >= BGW_JIT_API_1_1 ? HISTORY_COLS_1_1 : HISTORY_COLS_1_0);
 
 	chunk = palloc(sizeof(BgwJitCycle) * HISTORY_CHUNK);
@@ -271,6 +288,12 @@ Datum
 bgw_jit_history_1_1(PG_FUNCTION_ARGS)
 {
 	return history_internal(fcinfo, BGW_JIT_API_1_1);
+}
+
+Datum
+bgw_jit_history_1_2(PG_FUNCTION_ARGS)
+{
+	return history_internal(fcinfo, BGW_JIT_API_1_2);
 }
 
 /*
