@@ -97,6 +97,34 @@ typedef struct BgwJitCounters
 	uint64		buffers_reusable;
 } BgwJitCounters;
 
+/*
+ * bgw_jit's share of pg_stat_bgwriter's statistics, for the bgw_jit_bgwriter
+ * view.  pg_stat_bgwriter has its own periods, which start at
+ * pg_stat_reset_shared('bgwriter') and are named by its stats_reset, so
+ * none of this is touched by bgw_jit_reset().  The totals count for the
+ * life of the statistics (kept across clean restarts, as core's are); the
+ * period holds their values when the worker first saw the current
+ * pg_stat_bgwriter.stats_reset, and the view shows the differences.
+ */
+typedef struct BgwJitBgwriterShare
+{
+	uint64		written;		/* all the worker's writes (both scans) */
+	uint64		maxwritten;		/* cycles stopped by the page cap or budget */
+
+	/*
+	 * 15: 'written' as it was at the start of the last cycle that saw
+	 * pg_stat_bgwriter.buffers_backend change, i.e. the worker's writes
+	 * that buffers_backend has absorbed (see fold_bgwriter_share()).
+	 */
+	uint64		absorbed;
+	uint64		backend_seen;	/* buffers_backend then */
+
+	TimestampTz period_reset;	/* pg_stat_bgwriter.stats_reset; 0: none */
+	uint64		period_written; /* the totals when the period was seen */
+	uint64		period_maxwritten;
+	uint64		period_absorbed;
+} BgwJitBgwriterShare;
+
 /* Everything in shared memory; 'lock' protects all other fields. */
 typedef struct BgwJitShared
 {
@@ -118,6 +146,9 @@ typedef struct BgwJitShared
 	 */
 	bool		backend_seen_valid;
 	uint64		backend_seen;
+
+	/* the worker's share of pg_stat_bgwriter; bgw_jit_reset() leaves it */
+	BgwJitBgwriterShare bgwriter;
 
 	/* state as of the last cycle */
 	int			strategy;

@@ -194,6 +194,16 @@ compat_shared_buf_alloc(void)
 }
 
 /*
+ * When pg_stat_bgwriter's statistics were last reset (its stats_reset);
+ * fresh under the same condition as compat_shared_buf_alloc().
+ */
+static inline TimestampTz
+compat_bgwriter_stats_reset(void)
+{
+	return pgstat_fetch_stat_bgwriter()->stat_reset_timestamp;
+}
+
+/*
  * Whether compat_backend_writes() includes the worker's own writes, which
  * the caller must then take away itself: only 15's buffers_backend does.
  */

@@ -29,7 +29,7 @@
 
 #define STATS_FILE		PGSTAT_STAT_PERMANENT_DIRECTORY "/bgw_jit.stat"
 #define STATS_MAGIC		0x54494A42	/* "BJIT" */
-#define STATS_VERSION	2			/* bump when anything saved changes */
+#define STATS_VERSION	3			/* bump when anything saved changes */
 
 typedef struct StatsFileHeader
 {
@@ -47,6 +47,7 @@ typedef struct StatsFileBody
 	TimestampTz stats_reset;
 	bool		backend_seen_valid;
 	uint64		backend_seen;
+	BgwJitBgwriterShare bgwriter;
 } StatsFileBody;
 
 static bool clean_shutdown(void);
@@ -78,6 +79,7 @@ bgw_jit_stats_save(int code, Datum arg)
 	body.stats_reset = s->stats_reset;
 	body.backend_seen_valid = s->backend_seen_valid;
 	body.backend_seen = s->backend_seen;
+	body.bgwriter = s->bgwriter;
 
 	hdr.magic = STATS_MAGIC;
 	hdr.version = STATS_VERSION;
@@ -215,6 +217,7 @@ bgw_jit_stats_load(BgwJitShared *s)
 	s->stats_reset = body.stats_reset;
 	s->backend_seen_valid = body.backend_seen_valid;
 	s->backend_seen = body.backend_seen;
+	s->bgwriter = body.bgwriter;
 	/* the newest cycles that fit this server's history_size */
 	keep = Min(hdr.ncycles, (uint32) s->history_size);
 	for (uint32 i = 0; i < keep; i++)

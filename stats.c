@@ -23,6 +23,7 @@
 #include "utils/tuplestore.h"
 
 #include "bgw_jit.h"
+#include "compat.h"
 #include "estimator.h"
 #include "pacer.h"
 
@@ -48,6 +49,7 @@ typedef enum BgwJitApi
 #define HISTORY_COLS_1_1	27
 #define HISTORY_COLS_1_2	28
 #define HISTORY_COLS_MAX	28
+#define BGWRITER_COLS_1_2	3
 #define REPLAY_COLS			6
 #define REPLAY_PACER_COLS	8
 
@@ -60,6 +62,7 @@ PG_FUNCTION_INFO_V1(bgw_jit_stats_1_2);
 PG_FUNCTION_INFO_V1(bgw_jit_history);
 PG_FUNCTION_INFO_V1(bgw_jit_history_1_1);
 PG_FUNCTION_INFO_V1(bgw_jit_history_1_2);
+PG_FUNCTION_INFO_V1(bgw_jit_bgwriter_1_2);
 PG_FUNCTION_INFO_V1(bgw_jit_reset);
 PG_FUNCTION_INFO_V1(bgw_jit_replay);
 PG_FUNCTION_INFO_V1(bgw_jit_replay_pacer);
@@ -294,6 +297,61 @@ Datum
 bgw_jit_history_1_2(PG_FUNCTION_ARGS)
 {
 	return history_internal(fcinfo, BGW_JIT_API_1_2);
+}
+
+/*
+ * bgw_jit_bgwriter(stats_reset) - the worker's share of pg_stat_bgwriter's
+ * statistics period that began at 'stats_reset' (pg_stat_bgwriter's
+ * column of that name), for the bgw_jit_bgwriter view (new in 1.2):
+ * buffers_clean, its writes in the period; maxwritten_clean, its cycles
+ * stopped by the page cap or the write budget; buffers_backend, its
+ * writes that pg_stat_bgwriter.buffers_backend has absorbed (15; NULL
+ * from 16, where pg_stat_bgwriter has no such column).  All 0 for a
+ * period the worker has not seen yet, i.e. just after
+ * pg_stat_reset_shared('bgwriter'): nothing of it is the worker's yet.
+ * Not a function of bgw_jit_reset()'s period.
+ */
+Datum
+bgw_jit_bgwriter_1_2(PG_FUNCTION_ARGS)
+{
+	BgwJitShared *s;
+	BgwJitBgwriterShare b;
+	TimestampTz since;
+	TupleDesc	tupdesc;
+	Datum		values[BGWRITER_COLS_1_2];
+	bool		nulls[BGWRITER_COLS_1_2];
+	uint64		written = 0;
+	uint64		maxwritten = 0;
+	uint64		absorbed = 0;
+
+	bgw_jit_check_loaded();
+	s = bgw_jit_shared;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	check_result_columns(tupdesc, "bgw_jit_bgwriter", BGWRITER_COLS_1_2);
+
+	/* a NULL stats_reset is a period never reset (the worker's 0) */
+	since = PG_ARGISNULL(0) ? 0 : PG_GETARG_TIMESTAMPTZ(0);
+
+	LWLockAcquire(s->lock, LW_SHARED);
+	b = s->bgwriter;
+	LWLockRelease(s->lock);
+
+	if (b.period_reset == since)
+	{
+		written = b.written - b.period_written;
+		maxwritten = b.maxwritten - b.period_maxwritten;
+		absorbed = b.absorbed - b.period_absorbed;
+	}
+
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = Int64GetDatum(written);
+	values[1] = Int64GetDatum(maxwritten);
+	values[2] = Int64GetDatum(absorbed);
+	nulls[2] = !COMPAT_BACKEND_WRITES_INCLUDE_OWN;
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
 /*

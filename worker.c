@@ -81,6 +81,7 @@ typedef struct CycleResult
 	bool		idle;			/* no allocations, nothing left to scan */
 	bool		hibernate;		/* idle for HIBERNATE_AFTER_MS: sleep long */
 	int			strategy_buf_id;
+	TimestampTz bgwriter_reset; /* pg_stat_bgwriter.stats_reset at start */
 } CycleResult;
 
 /* Set by handle_sigterm() when the postmaster itself asked us to stop. */
@@ -127,6 +128,8 @@ static void clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 						const PacerPlan *plan, CycleResult *result);
 static void scan_all_buffers(BgwJitCycle *e);
 static void publish_cycle(CycleResult *result, uint64 backend_writes);
+static void fold_bgwriter_share(BgwJitShared *s, CycleResult *result,
+								uint64 backend_writes);
 static void fold_cycle(BgwJitShared *s, CycleResult *result,
 					   uint64 backend_writes);
 static int64 thread_cpu_us(void);
@@ -431,6 +434,8 @@ run_cycle(CycleResult *result)
 									  &e->alloc_reported);
 	/* the first reading after a reset is the new baseline */
 	backend_writes = compat_backend_writes(result->cleared_marks);
+	/* read before any write: the cycle's writes belong to this period */
+	result->bgwriter_reset = compat_bgwriter_stats_reset();
 
 	result->strategy_buf_id = strategy_buf_id;
 	e->strategy = bgw_jit_strategy;
@@ -682,10 +687,60 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
 		s->upcoming_alloc_est = e->upcoming_alloc_est;
 	}
 
+	/* pg_stat_bgwriter's periods are not ours: fold even if reset */
+	fold_bgwriter_share(s, result, backend_writes);
 	if (s->reset_generation == result->generation)
 		fold_cycle(s, result, backend_writes);
 
 	LWLockRelease(s->lock);
+}
+
+/*
+ * Add a cycle to the worker's share of pg_stat_bgwriter (for the
+ * bgw_jit_bgwriter view); caller holds the lock.
+ *
+ * A new pg_stat_bgwriter.stats_reset starts a new period: the totals as
+ * they are before this cycle are its starting point.  The stats_reset was
+ * read at the start of the cycle, before any write, so a cycle's writes
+ * count in the period it saw (writes of the cycle during which the reset
+ * happened count in the period before, and are lost with it).
+ *
+ * 15: pg_stat_bgwriter.buffers_backend includes our writes.  It rises
+ * when the checkpointer absorbs the backends' write counts and reports
+ * them, and then includes all our writes made before this cycle began
+ * (more exactly: before the absorption; those between it and this cycle
+ * are counted too early, and corrected at the next rise).  So each time
+ * buffers_backend changes, our total as of the start of the cycle is what
+ * it has absorbed.  At a new period buffers_backend restarted from 0; a
+ * value above 0 already is a rise.  Our writes not yet absorbed at the
+ * reset are counted in the new period when they are, as core counts any
+ * backend's pending writes.
+ */
+static void
+fold_bgwriter_share(BgwJitShared *s, CycleResult *result,
+					uint64 backend_writes)
+{
+	BgwJitBgwriterShare *b = &s->bgwriter;
+	BgwJitCycle *e = &result->entry;
+
+	if (b->period_reset != result->bgwriter_reset)
+	{
+		b->period_reset = result->bgwriter_reset;
+		b->period_written = b->written;
+		b->period_maxwritten = b->maxwritten;
+		b->period_absorbed = b->absorbed;
+		b->backend_seen = 0;
+	}
+	if (COMPAT_BACKEND_WRITES_INCLUDE_OWN && backend_writes != b->backend_seen)
+	{
+		b->absorbed = b->written;
+		b->backend_seen = backend_writes;
+	}
+
+	if (!result->cleaned)
+		return;
+	b->written += e->written + e->all_written;
+	b->maxwritten += e->hit_maxpages ? 1 : 0;
 }
 
 /* Add a cycle to the counters and the history ring; caller holds the lock. */

@@ -28,7 +28,10 @@ bgw_jit_require_packages() {
 		return 1
 	fi
 	echo "installing: ${missing[*]}"
-	apt-get update -qq
+	# A failed update (e.g. a suite whose Release file has expired on the
+	# mirror, as sid's can) leaves the lists as they were: try with those.
+	apt-get update -qq ||
+		echo "apt-get update failed; installing from the package lists as they are" >&2
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 

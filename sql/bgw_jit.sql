@@ -17,6 +17,21 @@ SELECT attname, format_type(atttypid, atttypmod)
  WHERE attrelid = 'bgw_jit_history'::regclass AND attnum > 0
  ORDER BY attnum;
 
+-- bgw_jit_bgwriter has exactly pg_stat_bgwriter's columns (names, order,
+-- types), whichever they are on this server.
+SELECT (SELECT array_agg(attname || ' ' || format_type(atttypid, atttypmod)
+                         ORDER BY attnum)
+          FROM pg_attribute
+         WHERE attrelid = 'bgw_jit_bgwriter'::regclass AND attnum > 0) =
+       (SELECT array_agg(attname || ' ' || format_type(atttypid, atttypmod)
+                         ORDER BY attnum)
+          FROM pg_attribute
+         WHERE attrelid = 'pg_stat_bgwriter'::regclass AND attnum > 0)
+       AS shaped_like_pg_stat_bgwriter;
+-- Its share of a statistics period the worker never saw is nothing.
+SELECT buffers_clean, maxwritten_clean, coalesce(buffers_backend, 0) AS backend
+  FROM bgw_jit_bgwriter('2000-01-01 00:00:00+00');
+
 -- Wait up to 60 s for a condition on the worker's shared state (read
 -- afresh at every call, also inside one transaction); false on timeout.
 CREATE FUNCTION pg_temp.wait_for(cond text) RETURNS boolean
@@ -57,6 +72,7 @@ CREATE ROLE regress_bgw_jit_user;
 SET ROLE regress_bgw_jit_user;
 SELECT count(*) FROM bgw_jit_stats;
 SELECT count(*) > 0 AS history_readable FROM bgw_jit_history;
+SELECT count(*) FROM bgw_jit_bgwriter;
 SELECT bgw_jit_reset();
 RESET ROLE;
 GRANT EXECUTE ON FUNCTION bgw_jit_reset() TO regress_bgw_jit_user;

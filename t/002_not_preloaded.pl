@@ -24,6 +24,7 @@ for my $query (
 	'SELECT * FROM bgw_jit_history',
 	'SELECT * FROM bgw_jit_stats()',
 	'SELECT * FROM bgw_jit_history()',
+	'SELECT * FROM bgw_jit_bgwriter',
 	'SELECT bgw_jit_reset()')
 {
 	my ($ret, $stdout, $stderr) = $node->psql('postgres', $query);

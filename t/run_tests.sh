@@ -17,7 +17,7 @@ bgw_jit_pgroot_run "$0" "$@"
 . "$(dirname "$0")/../bench/setup.sh"
 
 bgw_jit_require_packages postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR \
-	libipc-run-perl make gcc
+	libipc-run-perl make gcc prometheus-postgres-exporter
 echo "== PostgreSQL $("$PG_CONFIG" --version | sed 's/^PostgreSQL //')"
 
 work=$(mktemp -d /tmp/bgw_jit_test.XXXXXX)

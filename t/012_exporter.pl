@@ -1,0 +1,288 @@
+# Monitoring: the bgw_jit_bgwriter view (pg_stat_bgwriter with bgw_jit's
+# writes counted as the background writer's) and bgw_jit_exporter.yaml
+# served by the real postgres_exporter.
+#
+# The view: under load, its buffers_clean is pg_stat_bgwriter's plus
+# exactly bgw_jit's writes of the period, its maxwritten_clean adds the
+# worker's capped cycles, and on 15 its buffers_backend is core's minus
+# exactly the worker's writes; pg_stat_reset_shared('bgwriter') restarts
+# bgw_jit's share from zero, bgw_jit_reset() leaves it alone.  (Exact
+# comparisons are made with the worker switched off, so that nothing
+# moves between the readings, and on 15 once buffers_backend has absorbed
+# every write.)
+#
+# The exporter: Debian's prometheus-postgres-exporter with our queries
+# file, scraped over HTTP: every series of the file is there with its
+# TYPE (the 15/16-only ones only there), counters move under load and
+# match the SQL figures.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use HTTP::Tiny;
+use Time::HiRes qw(usleep);
+
+use FindBin;
+use lib $FindBin::RealBin;
+use BgwJitTest;
+
+my $exporter_bin = $ENV{BGW_JIT_EXPORTER}
+  // '/usr/bin/prometheus-postgres-exporter';
+plan skip_all =>
+  "$exporter_bin is not installed (Debian package prometheus-postgres-exporter; t/run_tests.sh installs it)"
+  unless -x $exporter_bin;
+my $queries = "$FindBin::RealBin/../bgw_jit_exporter.yaml";
+
+my $scale = 5;
+
+# A per-cycle cap low enough that the worker hits it under load.
+my $node = start_bgw_jit_node(
+	'exporter',
+	scale => $scale,
+	busy => 1,
+	conf => "bgw_jit.lru_maxpages = 50\n");
+my $v15 = $node->pg_version < 17;    # pg_stat_bgwriter has buffers_backend
+
+# Every series the queries file defines: name => counter|gauge, and the
+# namespaces whose query only returns a row on 15 and 16.
+my (%series, %old_only, $ns, $metric);
+open my $fh, '<', $queries or die "$queries: $!";
+while (<$fh>)
+{
+	if (/^(\w+):\s*$/) { $ns = $1; next; }
+	$old_only{$ns} = 1 if /WHERE b \? 'buffers_backend'/;
+	if (/^\s+- (\w+):\s*$/) { $metric = $1; next; }
+	if (/^\s+usage: "(\w+)"/ && $1 ne 'LABEL')
+	{
+		$series{"${ns}_$metric"} = { type => lc $1, ns => $ns };
+	}
+}
+close $fh;
+cmp_ok(scalar keys %series, '>=', 35, 'queries file parsed');
+for my $name (sort keys %series)
+{
+	my $counter = $series{$name}{type} eq 'counter';
+	ok(($name =~ /_total$/) == $counter,
+		"$name: _total if and only if a counter");
+}
+
+# The exporter, on a free port, connected over the test cluster's socket.
+my $port = PostgreSQL::Test::Cluster::get_free_port();
+my $url = "http://127.0.0.1:$port/metrics";
+my ($exp_out, $exp_err) = ('', '');
+my $exporter;
+{
+	local $ENV{DATA_SOURCE_NAME} =
+	    'host=' . $node->host
+	  . ' port=' . $node->port
+	  . ' dbname=postgres sslmode=disable';
+	$exporter = IPC::Run::start(
+		[
+			$exporter_bin,
+			"--web.listen-address=127.0.0.1:$port",
+			"--extend.query-path=$queries",
+			'--disable-settings-metrics'
+		],
+		'>', \$exp_out, '2>', \$exp_err);
+}
+my $http = HTTP::Tiny->new(timeout => 30);
+
+# Scrape /metrics: { name => { type => ..., value => ... } } for the
+# bgw_jit series (one sample each: no labels but bgw_jit_state_info's).
+sub scrape
+{
+	my $res = $http->get($url);
+	return undef unless $res->{success};
+	my %m;
+	for (split /\n/, $res->{content})
+	{
+		if (/^# TYPE (bgw_jit\w*) (\w+)/) { $m{$1}{type} = $2; }
+		elsif (/^(bgw_jit\w*)(\{[^}]*\})? (\S+)$/)
+		{
+			$m{$1}{value} = $3;
+			$m{$1}{labels} = $2;
+		}
+	}
+	$m{_raw} = $res->{content};
+	return \%m;
+}
+
+# Scrape until $cond->(scrape) holds, for at most the default timeout.
+sub scrape_until
+{
+	my ($cond) = @_;
+	my $m;
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		$m = scrape();
+		return $m if $m && $cond->($m);
+		usleep(100_000);
+	}
+	return $m;
+}
+
+my $first = scrape_until(sub { defined $_[0]{bgw_jit_cycles_total}{value} });
+ok(defined $first->{bgw_jit_cycles_total}{value},
+	'the exporter serves bgw_jit series')
+  or diag("exporter stderr:\n$exp_err");
+for my $name (sort keys %series)
+{
+	if ($old_only{ $series{$name}{ns} } && !$v15)
+	{
+		ok(!exists $first->{$name}, "$name: not exported from 17 on");
+		next;
+	}
+	is($first->{$name}{type}, $series{$name}{type},
+		"$name exported as a $series{$name}{type}");
+	# (NaN: a ratio of nothing yet, e.g. redirtied_ratio before any
+	# write was judged)
+	like($first->{$name}{value} // '', qr/^([-+0-9.eE]+|NaN)$/,
+		"$name has a value");
+}
+for my $label ('cpu_priority="normal"', 'pacing="auto"', 'strategy="jit"')
+{
+	like($first->{bgw_jit_state_info}{labels} // '', qr/[{,]\Q$label\E[,}]/,
+		"bgw_jit_state_info has the label $label");
+}
+like($first->{_raw}, qr/^pg_up 1$/m, 'the exporter reaches the server');
+unlike($first->{_raw}, qr/^pg_exporter_last_scrape_error 1$/m,
+	'no scrape error');
+
+# A clean start for the exact comparisons: nothing dirty and no worker
+# writes while both statistics are reset.
+set_conf($node, 'bgw_jit.enabled = off');
+$node->safe_psql('postgres', 'CHECKPOINT');
+$node->safe_psql('postgres',
+	"SELECT pg_stat_reset_shared('bgwriter'), bgw_jit_reset()"
+	  . ($node->pg_version >= 16 ? ", pg_stat_reset_shared('io')" : ''));
+set_conf($node, 'bgw_jit.enabled = on');
+
+# Under load the worker cleans, and the counters move in the exporter.
+my $before = scrape();
+my $load = start_update_load($node, clients => 2, seconds => 8,
+	scale => $scale);
+my @moving = qw(bgw_jit_buffers_clean_total bgw_jit_cycles_total
+  bgw_jit_maxwritten_clean_total bgw_jit_bgwriter_buffers_clean_total
+  bgw_jit_bgwriter_maxwritten_clean_total bgw_jit_buffers_alloc_total
+  bgw_jit_bgwriter_buffers_alloc_total);
+my $moved = scrape_until(
+	sub {
+		my ($m) = @_;
+		!grep { ($m->{$_}{value} // 0) <= ($before->{$_}{value} // 0) }
+		  @moving;
+	});
+for (@moving)
+{
+	cmp_ok($moved->{$_}{value} // 0, '>', $before->{$_}{value} // 0,
+		"$_ rises under load in the exporter");
+}
+$load->finish;
+
+# Freeze the worker's figures; on 15 let buffers_backend absorb all.
+set_conf($node, 'bgw_jit.enabled = off');
+settle_stats($node);
+
+my $sql_view = q{SELECT v.*, b.buffers_clean AS core_clean,
+		b.maxwritten_clean AS core_maxwritten,
+		s.buf_clean + s.buf_all_clean AS jit_written,
+		s.maxwritten_clean AS jit_maxwritten}
+  . ($v15 ? ', b.buffers_backend AS core_backend' : '')
+  . q{ FROM bgw_jit_bgwriter v, pg_stat_bgwriter b, bgw_jit_stats s};
+my $r = query_hash($node, $sql_view);
+note(join ', ', map { "$_ $r->{$_}" } sort keys %$r);
+cmp_ok($r->{jit_written}, '>', 0, 'bgw_jit wrote under load');
+cmp_ok($r->{jit_maxwritten}, '>', 0, 'bgw_jit hit its page cap');
+is($r->{core_clean}, 0,
+	'pg_stat_bgwriter.buffers_clean stays 0 (bgwriter_lru_maxpages = 0)');
+is($r->{buffers_clean}, $r->{core_clean} + $r->{jit_written},
+	'bgw_jit_bgwriter.buffers_clean adds exactly bgw_jit\'s writes');
+is($r->{maxwritten_clean}, $r->{core_maxwritten} + $r->{jit_maxwritten},
+	'bgw_jit_bgwriter.maxwritten_clean adds bgw_jit\'s capped cycles');
+if ($v15)
+{
+	cmp_ok($r->{core_backend}, '>=', $r->{jit_written},
+		'15: buffers_backend counts bgw_jit\'s writes');
+	is($r->{buffers_backend}, $r->{core_backend} - $r->{jit_written},
+		'15: bgw_jit_bgwriter.buffers_backend takes exactly them out');
+	is($r->{buffers_clean} + $r->{buffers_backend},
+		$r->{core_clean} + $r->{core_backend},
+		'15: writes are moved between the columns, none added or lost');
+}
+else
+{
+	# Where a dashboard reading pg_stat_io finds them (README).
+	ok( $node->poll_query_until(
+			'postgres', qq{
+		SELECT sum(writes) = $r->{jit_written} FROM pg_stat_io
+		 WHERE backend_type = 'background worker' AND object = 'relation'
+		   AND context = 'normal'}),
+		'17+: pg_stat_io counts bgw_jit\'s writes as a background worker\'s');
+}
+
+# The exporter serves the same figures.
+my $m = scrape_until(
+	sub {
+		($_[0]{bgw_jit_bgwriter_buffers_clean_total}{value} // -1) ==
+		  $r->{buffers_clean};
+	});
+cmp_ok($m->{bgw_jit_bgwriter_buffers_clean_total}{value}, '==', $r->{buffers_clean},
+	'exported bgw_jit_bgwriter_buffers_clean_total is the view\'s');
+cmp_ok($m->{bgw_jit_bgwriter_maxwritten_clean_total}{value},
+	'==', $r->{maxwritten_clean},
+	'exported bgw_jit_bgwriter_maxwritten_clean_total is the view\'s');
+cmp_ok($m->{bgw_jit_buffers_clean_total}{value} + $m->{bgw_jit_buffers_all_clean_total}{value},
+	'==', $r->{jit_written}, 'exported bgw_jit_buffers_clean_total is bgw_jit_stats\'');
+cmp_ok($m->{bgw_jit_bgwriter_buffers_backend_total}{value},
+	'==', $r->{buffers_backend},
+	'15: exported bgw_jit_bgwriter_buffers_backend_total is the view\'s')
+  if $v15;
+
+# bgw_jit_reset() is not pg_stat_bgwriter's reset: the view stays.
+my $view_cols = 'buffers_clean, maxwritten_clean'
+  . ($v15 ? ', buffers_backend' : '');
+my $view_before = $node->safe_psql('postgres',
+	"SELECT $view_cols FROM bgw_jit_bgwriter");
+my $t = $node->safe_psql('postgres',
+	'SELECT clock_timestamp() FROM bgw_jit_reset()');
+wait_for_cycle_after($node, $t);
+is($node->safe_psql('postgres', "SELECT $view_cols FROM bgw_jit_bgwriter"),
+	$view_before, 'bgw_jit_reset() leaves bgw_jit_bgwriter alone');
+is($node->safe_psql('postgres', 'SELECT buf_clean FROM bgw_jit_stats'),
+	'0', '... while bgw_jit_stats restarts');
+
+# pg_stat_reset_shared('bgwriter'): the view is pg_stat_bgwriter's again
+# at once (the worker has not seen the new period), and still after the
+# worker's next cycle; then it counts only the writes made since.
+my $cmp = q{SELECT v.buffers_clean = b.buffers_clean
+		   AND v.maxwritten_clean = b.maxwritten_clean}
+  . ($v15 ? ' AND v.buffers_backend = b.buffers_backend' : '')
+  . q{ FROM bgw_jit_bgwriter v, pg_stat_bgwriter b};
+$t = $node->safe_psql('postgres',
+	"SELECT clock_timestamp() FROM pg_stat_reset_shared('bgwriter')");
+is($node->safe_psql('postgres', $cmp), 't',
+	'after pg_stat_reset_shared(\'bgwriter\') the view has no bgw_jit share');
+wait_for_cycle_after($node, $t);
+is($node->safe_psql('postgres', $cmp), 't',
+	'... nor after the worker\'s next cycle');
+my $written0 = $node->safe_psql('postgres',
+	'SELECT buf_clean + buf_all_clean FROM bgw_jit_stats');
+set_conf($node, 'bgw_jit.enabled = on');
+update_load($node, clients => 2, seconds => 4, scale => $scale);
+set_conf($node, 'bgw_jit.enabled = off');
+settle_stats($node);
+$r = query_hash($node, $sql_view);
+note(join ', ', map { "$_ $r->{$_}" } sort keys %$r);
+cmp_ok($r->{jit_written} - $written0, '>', 0, 'bgw_jit wrote again');
+is($r->{buffers_clean}, $r->{core_clean} + $r->{jit_written} - $written0,
+	'after the reset the view adds only bgw_jit\'s writes made since');
+is($r->{buffers_backend}, $r->{core_backend} - ($r->{jit_written} - $written0),
+	'15: and takes only those out of buffers_backend')
+  if $v15;
+
+$exporter->signal('TERM');
+$exporter->finish;
+$node->stop;
+
+done_testing();
