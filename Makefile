@@ -13,7 +13,8 @@ OBJS = \
 	worker.o
 
 EXTENSION = bgw_jit
-DATA = bgw_jit--1.0.sql bgw_jit--1.0--1.1.sql bgw_jit--1.1.sql
+DATA = bgw_jit--1.0.sql bgw_jit--1.0--1.1.sql bgw_jit--1.1.sql \
+	bgw_jit--1.1--1.2.sql bgw_jit--1.2.sql
 PGFILEDESC = "bgw_jit - just-in-time background buffer cleaning"
 
 REGRESS = bgw_jit pacer

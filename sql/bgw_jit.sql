@@ -290,6 +290,8 @@ SELECT min_scan_buffers = (SELECT setting::int / 600 FROM pg_settings
 
 -- ALTER EXTENSION UPDATE: already at the default version, a no-op.
 ALTER EXTENSION bgw_jit UPDATE;
+ALTER EXTENSION bgw_jit UPDATE TO '1.2';
+-- (there is no way back)
 ALTER EXTENSION bgw_jit UPDATE TO '1.1';
 ALTER EXTENSION bgw_jit UPDATE TO '0.9';
 
@@ -374,6 +376,14 @@ SELECT strategy, buf_clean_useful >= 0 AS useful,
   FROM bgw_jit_stats;
 SELECT count(*) > 0 AS history_v1_0,
        bool_and(useful >= 0 AND wasted >= 0) AS v1_0_columns
+  FROM bgw_jit_history;
+-- So do 1.1's.
+DROP EXTENSION bgw_jit;
+CREATE EXTENSION bgw_jit VERSION '1.1';
+SELECT strategy, buf_clean_evicted >= 0 AS evicted, pacing IS NOT NULL AS pacing,
+       cpu_priority IS NOT NULL AS cpu_priority
+  FROM bgw_jit_stats;
+SELECT count(*) > 0 AS history_v1_1, bool_and(elapsed_us >= 0) AS v1_1_columns
   FROM bgw_jit_history;
 -- A declaration of another width is refused, clearly.
 CREATE FUNCTION pg_temp.stats_narrow(OUT strategy text, OUT buf_clean bigint)
