@@ -230,8 +230,6 @@ w AS (
                AS hit_rate,
            count(*) FILTER (WHERE h.strategy_delta > 0 AND h.sleep_ms <= 10)
                AS min_sleep,
-           count(*) FILTER (WHERE h.strategy_delta > 0 AND h.margin >= 9.5)
-               AS max_margin,
            coalesce(sum(h.evicted), 0) AS evicted,
            coalesce(sum(h.redirtied), 0) AS redirtied,
            avg(h.margin) FILTER (WHERE h.strategy_delta > 0) AS margin,
@@ -241,9 +239,17 @@ w AS (
       FROM c, bgw_jit_history h
      WHERE h.at >= now() - interval '5 minutes'
 ),
+-- The automatic margin is pinned when it stayed within 5% of its upper
+-- bound (10) over each of the last 20 busy cycles.
+pin AS (
+    SELECT count(*) = 20 AND min(l.margin) >= 9.5 AS margin_pinned
+      FROM (SELECT h.margin FROM bgw_jit_history h
+             WHERE h.at >= now() - interval '5 minutes' AND h.strategy_delta > 0
+             ORDER BY h.cycle DESC LIMIT 20) l
+),
 -- Figures the findings share.
 f AS (
-    SELECT s.*, c.*, w.*,
+    SELECT s.*, c.*, w.*, pin.margin_pinned,
            100.0 * w.overrun / nullif(w.moved, 0) AS overrun_pct,
            100.0 * w.lapped / nullif(w.busy, 0) AS lapped_pct,
            100.0 * w.hit / nullif(w.busy, 0) AS hit_pct,
@@ -257,7 +263,7 @@ f AS (
             AND coalesce(100.0 * w.overrun / nullif(w.moved, 0), 0) >= 10)
                AS pressure,
            c.enabled = 'on' AND c.maxpages <> 0 AS cleaning
-      FROM s, c, w
+      FROM s, c, w, pin
 ),
 -- The evidence every finding about backend writes starts from.
 e AS (
@@ -379,17 +385,17 @@ findings AS (
        AND e.delay_ms > 10 AND e.hit_pct < 20
        AND 100.0 * e.min_sleep / e.busy >= 50
        -- (a starved worker's margin, not the pool, pins the sleep then)
-       AND e.cpu_in_force = 'normal' AND 100.0 * e.max_margin / e.busy < 50
+       AND e.cpu_in_force = 'normal' AND NOT e.margin_pinned
     UNION ALL
     -- the automatic margin at its upper bound
     SELECT 6, 'warning', 'bgw_jit.lru_multiplier', e.multiplier, NULL,
            'the automatic margin is pinned at its upper bound of 10: the worker wakes far later than it plans (short of CPU?), and no setting of bgw_jit leads further',
-           format('margin 9.5 or more in %s%% of the last %s busy cycles (CPU priority in force: %s); %s',
-                  round(100.0 * e.max_margin / e.busy), e.busy, e.cpu_in_force,
+           format('margin 9.5 or more in each of the last 20 busy cycles, %s on average over the last %s (CPU priority in force: %s); %s',
+                  round(e.margin::numeric, 2), e.busy, e.cpu_in_force,
                   e.pressure_evidence)
       FROM e
      WHERE e.cleaning AND e.pressure AND e.multiplier = 'auto' AND e.hit_pct < 20
-       AND 100.0 * e.max_margin / e.busy >= 50
+       AND e.margin_pinned
     UNION ALL
     -- a low CPU priority starves the worker
     SELECT 7, 'warning', 'bgw_jit.cpu_priority', e.cpu_in_force, 'normal',
