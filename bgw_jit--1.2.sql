@@ -323,11 +323,11 @@ findings AS (
     SELECT 4, 'warning', 'bgw_jit.lru_maxpages', e.maxpages::text, '-1',
            'the per-cycle page cap stops the cleaner while backends write; -1 sets no cap (use max_write_rate to protect a slow disk)',
            format('the cap of %s pages stopped %s%% of the last %s busy cycles; %s',
-                  e.maxpages, round(100.0 * e.hit_cap / e.busy), e.busy,
+                  e.maxpages, round(100.0 * e.hit_cap / nullif(e.busy, 0)), e.busy,
                   e.pressure_evidence)
       FROM e
      WHERE e.cleaning AND e.pressure AND e.maxpages > 0
-       AND 100.0 * e.hit_cap / e.busy >= 20
+       AND 100.0 * e.hit_cap / nullif(e.busy, 0) >= 20
     UNION ALL
     -- the rate budget
     SELECT 4, 'warning', 'bgw_jit.max_write_rate', e.max_rate::text,
@@ -337,13 +337,13 @@ findings AS (
            'the write rate budget stops the cleaner while backends write; 0 sets no limit',
            format('the budget of %s MB/s stopped %s%% of the last %s busy cycles; '
                   'the cleaner wrote %s MB/s and the hand passed another %s MB/s uncleaned; %s',
-                  e.max_rate, round(100.0 * e.hit_rate / e.busy), e.busy,
+                  e.max_rate, round(100.0 * e.hit_rate / nullif(e.busy, 0)), e.busy,
                   round((e.written * e.block_size / 1048576.0 / nullif(e.seconds, 0))::numeric, 1),
                   round((e.overrun * e.block_size / 1048576.0 / nullif(e.seconds, 0))::numeric, 1),
                   e.pressure_evidence)
       FROM e
      WHERE e.cleaning AND e.pressure AND e.max_rate > 0
-       AND 100.0 * e.hit_rate / e.busy >= 20
+       AND 100.0 * e.hit_rate / nullif(e.busy, 0) >= 20
     UNION ALL
     -- fixed pacing too slow for the load
     SELECT 5, 'warning', 'bgw_jit.pacing', e.pacing, 'auto',
@@ -378,19 +378,19 @@ findings AS (
                 * e.block_size / 1048576.0)::bigint || 'MB',
            'auto pacing is pinned at its 10 ms minimum sleep: the clock hand passes the pool faster than the worker can wake; a larger pool gives it more lead',
            format('sleep at 10 ms in %s%% of the last %s busy cycles, the hand at %s buffers/s against a pool of %s buffers (margin %s); %s',
-                  round(100.0 * e.min_sleep / e.busy), e.busy, round(e.hand_rate),
+                  round(100.0 * e.min_sleep / nullif(e.busy, 0)), e.busy, round(e.hand_rate),
                   e.nbuffers, round(e.margin::numeric, 2), e.pressure_evidence)
       FROM e
      WHERE e.cleaning AND e.pressure AND e.pacing = 'auto' AND e.strategy = 'jit'
        AND e.delay_ms > 10 AND e.hit_pct < 20
-       AND 100.0 * e.min_sleep / e.busy >= 50
+       AND 100.0 * e.min_sleep / nullif(e.busy, 0) >= 50
        -- (a starved worker's margin, not the pool, pins the sleep then)
        AND e.cpu_in_force = 'normal' AND NOT e.margin_pinned
     UNION ALL
     -- the automatic margin at its upper bound
     SELECT 6, 'warning', 'bgw_jit.lru_multiplier', e.multiplier, NULL,
            'the automatic margin is pinned at its upper bound of 10: the worker wakes far later than it plans (short of CPU?), and no setting of bgw_jit leads further',
-           format('margin 9.5 or more in each of the last 20 busy cycles, %s on average over the last %s (CPU priority in force: %s); %s',
+           format('margin 9.5 or more in each of the last 20 busy cycles, %s on average over the last %s busy cycles (CPU priority in force: %s); %s',
                   round(e.margin::numeric, 2), e.busy, e.cpu_in_force,
                   e.pressure_evidence)
       FROM e
