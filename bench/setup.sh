@@ -28,8 +28,12 @@ bgw_jit_require_packages() {
 		return 1
 	fi
 	echo "installing: ${missing[*]}"
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+	# In a Debian root (pgroot.sh) of a rolling suite, the mirror's Release
+	# file may be past its Valid-Until date; the root was made from it anyway.
+	local apt_opts=()
+	[ -n "${BGW_JIT_IN_ROOT:-}" ] && apt_opts=(-o Acquire::Check-Valid-Until=false)
+	apt-get "${apt_opts[@]}" update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -y -qq "${missing[@]}" >/dev/null
 }
 
 # The account that runs servers: postgres when we are root, else ourselves.
