@@ -180,9 +180,11 @@ bgw_jit_pgroot_remove() {
 
 # Packages each root holds: the server and what the build, the tests
 # (pgbench, pg_amcheck and contrib come with postgresql-NN, IPC::Run with
-# libipc-run-perl, JSON::PP with perl) and the demo (column) need.
+# libipc-run-perl, JSON::PP with perl; bench/plot-history needs python3 and
+# gnuplot-nox) and the demo (column) need.  (A root made before a package
+# was added here gets it from the test runner's bgw_jit_require_packages.)
 bgw_jit_pgroot_packages() {
-	echo "postgresql-$1 postgresql-server-dev-$1 make gcc libipc-run-perl bsdextrautils"
+	echo "postgresql-$1 postgresql-server-dev-$1 make gcc libipc-run-perl bsdextrautils python3 gnuplot-nox"
 }
 
 # Make the root for version $1 at $2 (which must not exist).  Prints the

@@ -28,11 +28,14 @@ bgw_jit_require_packages() {
 		return 1
 	fi
 	echo "installing: ${missing[*]}"
-	# A failed update (e.g. a suite whose Release file has expired on the
-	# mirror, as sid's can) leaves the lists as they were: try with those.
-	apt-get update -qq ||
+	# In a Debian root (pgroot.sh) of a rolling suite, the mirror's Release
+	# file may be past its Valid-Until date; the root was made from it anyway.
+	# Any other failed update leaves the lists as they were: try with those.
+	local apt_opts=()
+	[ -n "${BGW_JIT_IN_ROOT:-}" ] && apt_opts=(-o Acquire::Check-Valid-Until=false)
+	apt-get "${apt_opts[@]}" update -qq ||
 		echo "apt-get update failed; installing from the package lists as they are" >&2
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+	DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -y -qq "${missing[@]}" >/dev/null
 }
 
 # The account that runs servers: postgres when we are root, else ourselves.

@@ -16,6 +16,10 @@ SELECT attname, format_type(atttypid, atttypmod)
   FROM pg_attribute
  WHERE attrelid = 'bgw_jit_history'::regclass AND attnum > 0
  ORDER BY attnum;
+SELECT attname, format_type(atttypid, atttypmod)
+  FROM pg_attribute
+ WHERE attrelid = 'bgw_jit_advice'::regclass AND attnum > 0
+ ORDER BY attnum;
 
 -- bgw_jit_bgwriter has exactly pg_stat_bgwriter's columns (names, order,
 -- types), whichever they are on this server.
@@ -54,6 +58,8 @@ $$;
 SELECT pg_temp.wait_for('last_cycle_at > pg_postmaster_start_time()
                          FROM bgw_jit_stats') AS worker_published;
 SELECT backend_type FROM pg_stat_activity WHERE backend_type = 'bgw_jit';
+-- An idle server with the defaults: nothing to advise.
+SELECT * FROM bgw_jit_advice;
 
 -- Reset: stats_reset moves, and the history restarts at cycle 1 with
 -- cycles that all began after the reset.
@@ -73,6 +79,7 @@ SET ROLE regress_bgw_jit_user;
 SELECT count(*) FROM bgw_jit_stats;
 SELECT count(*) > 0 AS history_readable FROM bgw_jit_history;
 SELECT count(*) FROM bgw_jit_bgwriter;
+SELECT count(*) AS advice_readable FROM bgw_jit_advice;
 SELECT bgw_jit_reset();
 RESET ROLE;
 GRANT EXECUTE ON FUNCTION bgw_jit_reset() TO regress_bgw_jit_user;
@@ -139,6 +146,35 @@ ALTER SYSTEM RESET ALL;
 SELECT pg_reload_conf();
 SELECT pg_temp.wait_for($$strategy = 'jit' FROM bgw_jit_stats$$)
        AS worker_back_to_jit;
+
+-- bgw_jit_advice flags settings that stop the cleaning or let the
+-- built-in writer clean too (its findings on load are tested in TAP).
+ALTER SYSTEM SET bgw_jit.enabled = off;
+SELECT clock_timestamp() AS before_reload \gset
+SELECT pg_reload_conf();
+SELECT pg_temp.wait_for(format($$conf_load_time >= %L FROM bgw_jit_stats$$,
+                               :'before_reload')) AS reloaded;
+SELECT setting, current_value, suggested_value FROM bgw_jit_advice;
+ALTER SYSTEM RESET ALL;
+ALTER SYSTEM SET bgw_jit.lru_maxpages = 0;
+SELECT clock_timestamp() AS before_reload \gset
+SELECT pg_reload_conf();
+SELECT pg_temp.wait_for(format($$conf_load_time >= %L FROM bgw_jit_stats$$,
+                               :'before_reload')) AS reloaded;
+SELECT setting, current_value, suggested_value FROM bgw_jit_advice;
+ALTER SYSTEM RESET ALL;
+ALTER SYSTEM SET bgwriter_lru_maxpages = 100;
+SELECT clock_timestamp() AS before_reload \gset
+SELECT pg_reload_conf();
+SELECT pg_temp.wait_for(format($$conf_load_time >= %L FROM bgw_jit_stats$$,
+                               :'before_reload')) AS reloaded;
+SELECT setting, current_value, suggested_value FROM bgw_jit_advice;
+ALTER SYSTEM RESET ALL;
+SELECT clock_timestamp() AS before_reload \gset
+SELECT pg_reload_conf();
+SELECT pg_temp.wait_for(format($$conf_load_time >= %L FROM bgw_jit_stats$$,
+                               :'before_reload')) AS reloaded;
+SELECT count(*) AS findings FROM bgw_jit_advice;
 
 --
 -- The estimator, replayed with hand-computed figures.  nbuffers = 4096,

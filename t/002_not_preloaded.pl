@@ -7,6 +7,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
 
 my $node = PostgreSQL::Test::Cluster->new('not_preloaded');
 $node->init;
@@ -22,6 +23,7 @@ is($node->safe_psql('postgres',
 for my $query (
 	'SELECT * FROM bgw_jit_stats',
 	'SELECT * FROM bgw_jit_history',
+	'SELECT * FROM bgw_jit_advice',
 	'SELECT * FROM bgw_jit_stats()',
 	'SELECT * FROM bgw_jit_history()',
 	'SELECT * FROM bgw_jit_bgwriter',
@@ -32,6 +34,22 @@ for my $query (
 	like($stderr,
 		qr/ERROR:  bgw_jit must be loaded via shared_preload_libraries\nHINT:  Add bgw_jit to shared_preload_libraries/,
 		"$query: error names shared_preload_libraries, with a hint");
+}
+
+# bench/plot-history says so too, and fails.
+{
+	my ($out, $err);
+	my $ok = IPC::Run::run(
+		[
+			"$FindBin::RealBin/../bench/plot-history",
+			'host=' . $node->host . ' port=' . $node->port . ' dbname=postgres',
+			'--out', PostgreSQL::Test::Utils::tempdir('plots')
+		],
+		'>', \$out, '2>', \$err);
+	ok(!$ok, 'plot-history fails without preloading');
+	like($err,
+		qr/plot-history: cannot read bgw_jit_history: .*shared_preload_libraries/s,
+		'plot-history: the error names shared_preload_libraries');
 }
 
 # Replay needs no shared memory; a NULL nbuffers is this server's pool.

@@ -16,8 +16,10 @@ set -euo pipefail
 bgw_jit_pgroot_run "$0" "$@"
 . "$(dirname "$0")/../bench/setup.sh"
 
+# (prometheus-postgres-exporter: t/012 scrapes it; python3 and gnuplot-nox:
+# t/013 runs bench/plot-history)
 bgw_jit_require_packages postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR \
-	libipc-run-perl make gcc prometheus-postgres-exporter
+	libipc-run-perl make gcc prometheus-postgres-exporter python3 gnuplot-nox
 echo "== PostgreSQL $("$PG_CONFIG" --version | sed 's/^PostgreSQL //')"
 
 work=$(mktemp -d /tmp/bgw_jit_test.XXXXXX)

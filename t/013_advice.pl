@@ -1,0 +1,350 @@
+# bgw_jit_advice: deliberately undersized settings under pgbench load give
+# the expected findings, with suggestions that point the right way; the
+# defaults under the same load give none.  Also bench/plot-history against
+# the live server, and against a database without the extension.
+# Every wait is on a condition with a timeout: a finding is waited for
+# while the load runs, then checked with the load stopped.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use File::Temp ();
+
+use FindBin;
+use lib $FindBin::RealBin;
+use BgwJitTest;
+
+my $scale = 10;
+my $node = new_bgw_jit_node('advice', 'bgw_jit.history_size = 100000');
+$node->start;
+pgbench_init($node, $scale);
+$node->safe_psql('postgres', 'CREATE EXTENSION bgw_jit');
+my $pid = wait_for_worker($node);
+
+# pgbench in the background until stop_load(): update-only over the
+# accounts (evictions of dirty pages), or 'hot' updates of the 100
+# tellers (pages dirtied again and again, never evicted).
+sub start_load
+{
+	my (%opt) = @_;
+	my $clients = $opt{clients} // 2;
+	my $file = File::Temp->new(SUFFIX => '.sql');
+	print $file $opt{hot}
+	  ? "\\set tid random(1, 10 * $scale)\n"
+	  . "UPDATE pgbench_tellers SET tbalance = tbalance + 1 WHERE tid = :tid;\n"
+	  : "\\set aid random(1, 100000 * $scale)\n"
+	  . "UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;\n";
+	close $file;
+	chmod 0644, $file->filename;
+	my %load = (file => $file, out => '', err => '');
+	$load{h} = IPC::Run::start(
+		[
+			'pgbench', '-n', '-f', $file->filename, '-c', $clients,
+			'-j', $clients, '-T', 900, '-h', $node->host, '-p', $node->port,
+			'postgres'
+		],
+		'>', \$load{out}, '2>', \$load{err});
+	return \%load;
+}
+
+sub stop_load
+{
+	my ($load) = @_;
+	$load->{h}->kill_kill;
+	# wait until its sessions are gone
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = 'pgbench'")
+	  or diag('pgbench sessions still there');
+	return;
+}
+
+# Settings through ALTER SYSTEM, reloaded and in use by the worker; the
+# counters and history restart then.
+sub configure
+{
+	my (@settings) = @_;
+	$node->safe_psql('postgres',
+		join(";\n", 'ALTER SYSTEM RESET ALL',
+			map { "ALTER SYSTEM SET $_" } @settings));
+	my $t = reload_and_wait($node);
+	wait_for_cycle_after($node, $t);
+	$node->safe_psql('postgres', 'SELECT bgw_jit_reset()');
+	wait_for_cycle_after($node,
+		$node->safe_psql('postgres', 'SELECT clock_timestamp()'));
+	return;
+}
+
+# The findings as "setting|current|suggested|severity" lines, sorted.
+sub advice
+{
+	return $node->safe_psql('postgres', q{
+		SELECT coalesce(setting, '(none)') || '|' || coalesce(current_value, '')
+			   || '|' || coalesce(suggested_value, '') || '|' || severity
+		  FROM bgw_jit_advice ORDER BY setting});
+}
+
+sub advice_rows
+{
+	return { map { my @f = split /\|/, $_, -1;
+			$f[0] => { current => $f[1], suggested => $f[2], severity => $f[3] } }
+		  grep { $_ ne '' } split /\n/, advice() };
+}
+
+# A starved worker, made reproducible: stop it (SIGSTOP) until the
+# backends have allocated twice the pool, let it run one cycle, and again,
+# until $cond holds (false on timeout).  It then wakes far later than it
+# planned, every time, while backends evict dirty buffers.
+sub starve_until
+{
+	my ($cond) = @_;
+	my $nbuffers = $node->safe_psql('postgres',
+		"SELECT setting FROM pg_settings WHERE name = 'shared_buffers'");
+	my $deadline = time + 2 * $PostgreSQL::Test::Utils::timeout_default;
+	while (time < $deadline)
+	{
+		return 1 if $node->safe_psql('postgres', "SELECT $cond") eq 't';
+		my $alloc = $node->safe_psql('postgres',
+			'SELECT buffers_alloc FROM pg_stat_bgwriter');
+		kill 'STOP', $pid;
+		my $moved = $node->poll_query_until('postgres',
+			"SELECT buffers_alloc >= $alloc + 2 * $nbuffers FROM pg_stat_bgwriter");
+		my $t = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+		kill 'CONT', $pid;
+		return 0 unless $moved;
+		wait_for_cycle_after($node, $t);
+	}
+	return 0;
+}
+
+# Under the load, wait until bgw_jit_advice has a row for each of
+# @settings; then stop the load, bring buf_backend up to date, and return
+# the rows.
+sub findings_under_load
+{
+	my ($label, $load_opt, @settings) = @_;
+	my $load = start_load(%$load_opt);
+	my $cond = join(' AND ',
+		map { "EXISTS (SELECT FROM bgw_jit_advice WHERE setting = '$_')" }
+		  @settings);
+	my $found = $load_opt->{starve}
+	  ? starve_until($cond)
+	  : $node->poll_query_until('postgres', "SELECT $cond");
+	stop_load($load);
+	ok($found, "$label: findings for " . join(', ', @settings))
+	  or diag("bgw_jit_advice:\n" . advice() . "\npgbench: $load->{err}");
+	settle_stats($node);
+	my $rows = advice_rows();
+	is_deeply([ sort keys %$rows ], [ sort @settings ],
+		"$label: those findings and no others")
+	  or diag("bgw_jit_advice:\n" . advice());
+	return $rows;
+}
+
+# --- the defaults under load: no finding ---
+configure();
+my $load = start_load();
+# a sample well above the view's minimum evidence: 5000 writes, 100 busy
+# cycles, the hand 20 times round the pool
+ok( $node->poll_query_until(
+		'postgres', q{
+		SELECT (SELECT buf_clean + buf_backend >= 5000 FROM bgw_jit_stats)
+		   AND (SELECT count(*) >= 100 AND sum(strategy_delta) >=
+					   20 * (SELECT setting::bigint FROM pg_settings
+							 WHERE name = 'shared_buffers')
+				  FROM bgw_jit_history WHERE strategy_delta > 0)}),
+	'defaults: a sizeable sample of load');
+stop_load($load);
+settle_stats($node);
+my $d = query_hash($node, q{
+	SELECT buf_clean, buf_backend, cleaner_pct,
+		   (SELECT count(*) FROM bgw_jit_history WHERE strategy_delta > 0) AS busy
+	  FROM bgw_jit_stats});
+is(advice(), '', "defaults: no finding (cleaned $d->{buf_clean}, backends "
+	  . "wrote $d->{buf_backend}, $d->{busy} busy cycles)");
+
+# --- bench/plot-history against this server ---
+my $plot = "$FindBin::RealBin/../bench/plot-history";
+my $plotdir = PostgreSQL::Test::Utils::tempdir('plots');
+my $conninfo = 'host=' . $node->host . ' port=' . $node->port . ' dbname=postgres';
+my ($out, $err);
+my $ok = IPC::Run::run([ $plot, $conninfo, '--minutes', 5, '--out', $plotdir ],
+	'>', \$out, '2>', \$err);
+ok($ok, 'plot-history exits 0 on a live server') or diag("$out$err");
+for my $png (qw(allocations writes lead judgements pacing history))
+{
+	my $f = "$plotdir/$png.png";
+	my $head = '';
+	if (open my $fh, '<:raw', $f)
+	{
+		read $fh, $head, 8;
+		close $fh;
+	}
+	ok(-s $f && $head eq "\x89PNG\r\n\x1a\n", "plot-history wrote $png.png, a PNG");
+}
+$node->safe_psql('postgres', 'CREATE DATABASE no_bgw_jit');
+$ok = IPC::Run::run(
+	[
+		$plot, 'host=' . $node->host . ' port=' . $node->port . ' dbname=no_bgw_jit',
+		'--out', "$plotdir/none"
+	],
+	'>', \$out, '2>', \$err);
+ok(!$ok, 'plot-history fails on a database without the extension');
+like($err, qr/plot-history: cannot read bgw_jit_history: .*does not exist.*CREATE EXTENSION bgw_jit/s,
+	'... and says why');
+ok(!-e "$plotdir/none/history.png", '... writing no plot');
+
+# --- a tiny page cap ---
+configure('bgw_jit.lru_maxpages = 5');
+my $r = findings_under_load('lru_maxpages = 5', {}, 'bgw_jit.lru_maxpages');
+is($r->{'bgw_jit.lru_maxpages'}{current}, '5', 'the cap is reported as set');
+is($r->{'bgw_jit.lru_maxpages'}{suggested}, '-1', 'no cap is suggested');
+is($r->{'bgw_jit.lru_maxpages'}{severity}, 'warning', 'a warning');
+
+# --- a tiny rate budget ---
+configure('bgw_jit.max_write_rate = 1');
+$r = findings_under_load('max_write_rate = 1', {}, 'bgw_jit.max_write_rate');
+cmp_ok($r->{'bgw_jit.max_write_rate'}{suggested}, '>=', 2,
+	"a higher rate is suggested ($r->{'bgw_jit.max_write_rate'}{suggested} MB/s)");
+
+# --- fixed pacing with a multiplier too small ---
+configure('bgw_jit.pacing = fixed', 'bgw_jit.lru_multiplier = 0.5');
+$r = findings_under_load('fixed pacing, multiplier 0.5', {},
+	'bgw_jit.lru_multiplier', 'bgw_jit.pacing');
+is($r->{'bgw_jit.pacing'}{suggested}, 'auto', 'auto pacing is suggested');
+is($r->{'bgw_jit.lru_multiplier'}{current}, '0.5', 'the multiplier as set');
+is($r->{'bgw_jit.lru_multiplier'}{suggested}, 'auto', 'the automatic margin is suggested');
+
+# --- both cleaners at once ---
+configure('bgwriter_lru_maxpages = 100');
+$node->safe_psql('postgres', "SELECT pg_stat_reset_shared('bgwriter')");
+$load = start_load();
+ok( $node->poll_query_until(
+		'postgres', q{
+		SELECT EXISTS (SELECT FROM bgw_jit_advice
+						WHERE setting = 'bgwriter_lru_maxpages'
+						  AND severity = 'warning' AND suggested_value = '0')}),
+	'bgwriter_lru_maxpages = 100 under load: a warning, suggesting 0');
+stop_load($load);
+
+# --- wasted writes: jit+all writing hot pages that are dirtied again ---
+configure("bgw_jit.strategy = 'jit+all'", 'bgw_jit.all_percent = 100',
+	'bgw_jit.all_maxpages = 1000', "bgw_jit.delay = '20ms'");
+$r = findings_under_load('jit+all on hot pages', { hot => 1 }, 'bgw_jit.strategy');
+is($r->{'bgw_jit.strategy'}{suggested}, 'jit', 'the jit strategy is suggested');
+is($r->{'bgw_jit.strategy'}{severity}, 'notice', 'a notice');
+
+# --- settings that stop the cleaning (no load needed) ---
+for my $case (['bgw_jit.enabled = off', 'bgw_jit.enabled', 'on'],
+	['bgw_jit.lru_maxpages = 0', 'bgw_jit.lru_maxpages', '-1'])
+{
+	my ($set, $setting, $suggested) = @$case;
+	configure($set);
+	is(advice_rows()->{$setting}{suggested}, $suggested,
+		"$set: a finding suggesting $suggested");
+}
+
+# --- the worker not running (stopped with SIGSTOP) ---
+configure();
+is(advice(), '', 'back to the defaults: no finding');
+kill 'STOP', $pid;
+my $stopped = $node->poll_query_until('postgres',
+	q{SELECT EXISTS (SELECT FROM bgw_jit_advice WHERE setting IS NULL
+					 AND finding LIKE '%not running%')});
+kill 'CONT', $pid;
+ok($stopped, 'a stopped worker is reported as not running');
+ok( $node->poll_query_until(
+		'postgres', 'SELECT NOT EXISTS (SELECT FROM bgw_jit_advice)'),
+	'and no longer once it runs again');
+
+# --- the automatic margin pinned at its bound, on a made-up history ---
+# Reaching the bound live takes some 50 late cycles in a row, too slow to
+# provoke reliably; so the view's own definition is run over a copy of
+# the history and counters with made-up figures: backends writing, the
+# margin at 10 (then at 9) over the last 30 busy cycles.
+my $viewdef = $node->safe_psql('postgres', "SELECT pg_get_viewdef('bgw_jit_advice')");
+$viewdef =~ s/\bbgw_jit_history\b/pg_temp.made_up_history/g;
+$viewdef =~ s/\bbgw_jit_stats\b/pg_temp.made_up_stats/g;
+for my $margin (10, 9)
+{
+	my $rows = $node->safe_psql('postgres', qq{
+		CREATE TEMP TABLE made_up_stats AS SELECT * FROM bgw_jit_stats;
+		UPDATE made_up_stats SET buf_clean = 5000, buf_backend = 5000,
+			   last_cycle_at = now(), cpu_priority = 'normal';
+		CREATE TEMP TABLE made_up_history AS
+			SELECT * FROM bgw_jit_history LIMIT 0;
+		INSERT INTO made_up_history (cycle, at, strategy, strategy_delta,
+			written, all_written, reusable_found, evicted, redirtied,
+			overrun, lapped, hit_maxpages, elapsed_us, margin, hand_rate,
+			sleep_ms, bufs_ahead)
+		SELECT i, now() - (30 - i) * interval '100 ms', 'jit', 2000,
+			   100, 0, 100, 100, 0, 1000, true, false, 100000, $margin, 20000,
+			   50, 0
+		  FROM generate_series(1, 30) i;
+		CREATE TEMP VIEW made_up_advice AS $viewdef
+		SELECT coalesce(setting, '') || '|' || coalesce(suggested_value, '(null)')
+		  FROM made_up_advice});
+	is($rows,
+		$margin == 10 ? 'bgw_jit.lru_multiplier|(null)' : '',
+		"made-up history, margin $margin: "
+		  . ($margin == 10 ? 'the pinned margin, nothing to suggest' : 'no finding'));
+}
+
+# --- a pool the hand turns over faster than the worker can wake ---
+$node->safe_psql('postgres', "ALTER SYSTEM SET shared_buffers = '1MB'");
+$node->restart;
+$pid = wait_for_worker($node);
+configure("shared_buffers = '1MB'");
+$r = findings_under_load('shared_buffers = 1MB', {}, 'shared_buffers');
+like($r->{shared_buffers}{suggested}, qr/^\d+MB$/, 'a pool size is suggested');
+cmp_ok($r->{shared_buffers}{suggested} =~ s/MB$//r, '>=', 2,
+	"larger than 1MB ($r->{shared_buffers}{suggested})");
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET ALL');
+$node->restart;
+$pid = wait_for_worker($node);
+
+# --- a starved worker: low CPU priority ---
+# (last: raising the priority again needs a restart).  Whether SCHED_IDLE
+# alone starves the worker depends on what else the machine runs, so the
+# starving is done with SIGSTOP (starve_until): the view sees a worker at
+# idle priority that falls behind.  (Its margin may climb to the bound
+# meanwhile, which is a finding too.)
+configure("bgw_jit.cpu_priority = 'idle'");
+is($node->safe_psql('postgres', 'SELECT cpu_priority FROM bgw_jit_stats'),
+	'idle', 'the worker runs at idle priority');
+$load = start_load();
+ok(starve_until(q{EXISTS (SELECT FROM bgw_jit_advice
+						   WHERE setting = 'bgw_jit.cpu_priority')}),
+	'cpu_priority = idle, worker starved: a finding for bgw_jit.cpu_priority');
+stop_load($load);
+settle_stats($node);
+$r = advice_rows();
+is($r->{'bgw_jit.cpu_priority'}{suggested}, 'normal', 'normal priority is suggested');
+is_deeply([ grep { $_ ne 'bgw_jit.cpu_priority' && $_ ne 'bgw_jit.lru_multiplier' }
+		  sort keys %$r ],
+	[], 'no other finding (but the pinned margin)')
+  or diag("bgw_jit_advice:\n" . advice());
+
+# Raising it back needs privileges a server normally lacks: the worker
+# keeps idle, and the advice says so (if the server may raise it, no
+# such notice).
+$node->safe_psql('postgres',
+	"ALTER SYSTEM SET bgw_jit.cpu_priority = 'normal'");
+reload_and_wait($node);
+wait_for_cycle_after($node, $node->safe_psql('postgres', 'SELECT clock_timestamp()'));
+my $in_force = $node->safe_psql('postgres', 'SELECT cpu_priority FROM bgw_jit_stats');
+my $notice = $node->safe_psql('postgres', q{
+	SELECT current_value || '|' || suggested_value FROM bgw_jit_advice
+	 WHERE setting = 'bgw_jit.cpu_priority' AND severity = 'notice'});
+if ($in_force eq 'idle')
+{
+	is($notice, 'idle|normal', 'a refused raise: the notice shows idle in force, normal configured');
+}
+else
+{
+	is($notice, '', 'the priority was raised: no notice');
+}
+
+$node->stop;
+done_testing();
