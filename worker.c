@@ -432,10 +432,13 @@ run_cycle(CycleResult *result)
 									  compat_shared_buf_alloc(),
 									  (uint64) hand_position,
 									  &e->alloc_reported);
+	/*
+	 * pg_stat_bgwriter's period, read before buffers_backend and before any
+	 * write: what the cycle reads and writes is of this period or later.
+	 */
+	result->bgwriter_reset = compat_bgwriter_stats_reset();
 	/* the first reading after a reset is the new baseline */
 	backend_writes = compat_backend_writes(result->cleared_marks);
-	/* read before any write: the cycle's writes belong to this period */
-	result->bgwriter_reset = compat_bgwriter_stats_reset();
 
 	result->strategy_buf_id = strategy_buf_id;
 	e->strategy = bgw_jit_strategy;

@@ -89,6 +89,21 @@ my $exporter;
 }
 my $http = HTTP::Tiny->new(timeout => 30);
 
+# Run the update load in rounds of a few seconds until the SQL condition
+# holds (on a busy machine one round may do little), for at most the
+# default timeout; whether it held.
+sub load_until
+{
+	my ($cond) = @_;
+	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+	while (time < $deadline)
+	{
+		update_load($node, clients => 2, seconds => 3, scale => $scale);
+		return 1 if $node->safe_psql('postgres', "SELECT $cond") eq 't';
+	}
+	return 0;
+}
+
 # Scrape /metrics: { name => { type => ..., value => ... } } for the
 # bgw_jit series (one sample each: no labels but bgw_jit_state_info's).
 sub scrape
@@ -161,8 +176,9 @@ set_conf($node, 'bgw_jit.enabled = on');
 
 # Under load the worker cleans, and the counters move in the exporter.
 my $before = scrape();
-my $load = start_update_load($node, clients => 2, seconds => 8,
-	scale => $scale);
+ok( load_until(
+		'buf_clean > 0 AND maxwritten_clean > 0 AND cycles > 0 FROM bgw_jit_stats'),
+	'under load bgw_jit writes and hits its page cap');
 my @moving = qw(bgw_jit_buffers_clean_total bgw_jit_cycles_total
   bgw_jit_maxwritten_clean_total bgw_jit_bgwriter_buffers_clean_total
   bgw_jit_bgwriter_maxwritten_clean_total bgw_jit_buffers_alloc_total
@@ -178,7 +194,6 @@ for (@moving)
 	cmp_ok($moved->{$_}{value} // 0, '>', $before->{$_}{value} // 0,
 		"$_ rises under load in the exporter");
 }
-$load->finish;
 
 # Freeze the worker's figures; on 15 let buffers_backend absorb all.
 set_conf($node, 'bgw_jit.enabled = off');
@@ -252,6 +267,12 @@ is($node->safe_psql('postgres', "SELECT $view_cols FROM bgw_jit_bgwriter"),
 is($node->safe_psql('postgres', 'SELECT buf_clean FROM bgw_jit_stats'),
 	'0', '... while bgw_jit_stats restarts');
 
+# A clean restart keeps both pg_stat_bgwriter and bgw_jit's share of it.
+$node->restart;
+wait_for_worker($node);
+is($node->safe_psql('postgres', "SELECT $view_cols FROM bgw_jit_bgwriter"),
+	$view_before, 'a clean restart leaves bgw_jit_bgwriter as it was');
+
 # pg_stat_reset_shared('bgwriter'): the view is pg_stat_bgwriter's again
 # at once (the worker has not seen the new period), and still after the
 # worker's next cycle; then it counts only the writes made since.
@@ -269,7 +290,8 @@ is($node->safe_psql('postgres', $cmp), 't',
 my $written0 = $node->safe_psql('postgres',
 	'SELECT buf_clean + buf_all_clean FROM bgw_jit_stats');
 set_conf($node, 'bgw_jit.enabled = on');
-update_load($node, clients => 2, seconds => 4, scale => $scale);
+ok(load_until("buf_clean + buf_all_clean > $written0 FROM bgw_jit_stats"),
+	'under load bgw_jit writes again');
 set_conf($node, 'bgw_jit.enabled = off');
 settle_stats($node);
 $r = query_hash($node, $sql_view);
