@@ -496,6 +496,22 @@ run_cycle(CycleResult *result)
 	publish_cycle(result, backend_writes);
 }
 
+/*
+ * Neighbours a write took along (cleaner_sync_buffer only visits them after
+ * a write): add their judgements, clear *c and return how many it wrote.
+ */
+static inline int
+take_combined(BgwJitCycle *e, CleanerCombined *c)
+{
+	int			written = c->written;
+
+	e->combined += written;
+	e->evicted += c->evicted;
+	e->redirtied += c->redirtied;
+	memset(c, 0, sizeof(*c));
+	return written;
+}
+
 /* Earlier writes the scan just judged. */
 static inline void
 count_judgements(BgwJitCycle *e, int outcome)
@@ -597,12 +613,7 @@ clean_ahead(uint32 recent_alloc, int64 strategy_delta,
 		if (outcome & CLEANER_REUSABLE)
 			reusable_buffers++;
 		if (outcome & CLEANER_WRITTEN)
-			e->written++;
-		e->written += combined.written;
-		e->combined += combined.written;
-		e->evicted += combined.evicted;
-		e->redirtied += combined.redirtied;
-		memset(&combined, 0, sizeof(combined));
+			e->written += 1 + take_combined(e, &combined);
 
 		/* A long scan must still answer DROP DATABASE's barrier promptly. */
 		if ((num_to_scan & 1023) == 0)
@@ -640,11 +651,8 @@ scan_all_buffers(BgwJitCycle *e)
 												  &combined);
 
 		count_judgements(e, outcome);
-		e->all_written += ((outcome & CLEANER_WRITTEN) ? 1 : 0) +
-			combined.written;
-		e->combined += combined.written;
-		e->evicted += combined.evicted;
-		e->redirtied += combined.redirtied;
+		if (outcome & CLEANER_WRITTEN)
+			e->all_written += 1 + take_combined(e, &combined);
 		if (++all_next_to_clean >= NBuffers)
 			all_next_to_clean = 0;
 		if ((num_to_scan & 1023) == 0)
