@@ -89,6 +89,7 @@ static Size bgw_jit_shmem_size(void);
 static void define_settings(void);
 static bool check_lru_multiplier(char **newval, void **extra, GucSource source);
 static void assign_lru_multiplier(const char *newval, void *extra);
+static bool check_cpu_priority(int *newval, void **extra, GucSource source);
 static void register_worker(void);
 static void wake_worker_if_hibernating(void);
 static void bgw_jit_ExecutorStart(QueryDesc *queryDesc, int eflags);
@@ -177,7 +178,7 @@ define_settings(void)
 							 "Maximum rate at which the worker writes buffers, in megabytes per second.",
 							 "0 sets no limit.",
 							 &bgw_jit_max_write_rate,
-							 0.0, 0.0, 1000000.0,
+							 0.0, 0.0, BGW_JIT_MAX_WRITE_RATE_MAX,
 							 PGC_SIGHUP,
 							 0,
 							 NULL, NULL, NULL);
@@ -190,7 +191,7 @@ define_settings(void)
 							 cpu_priority_options,
 							 PGC_SIGHUP,
 							 0,
-							 NULL, NULL, NULL);
+							 check_cpu_priority, NULL, NULL);
 
 	DefineCustomIntVariable("bgw_jit.smoothing_samples",
 							"Number of cycles the allocation and density averages span.",
@@ -294,9 +295,13 @@ register_worker(void)
 	BackgroundWorker worker;
 
 	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS |
-		BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_ConsistentState;
+	/*
+	 * From postmaster start and without a database connection, like core's
+	 * writer: the cleaning is needed most during crash recovery and on
+	 * standbys, where the startup process would write its own victims.
+	 */
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
 	worker.bgw_restart_time = BGW_JIT_RESTART_SECONDS;
 	strlcpy(worker.bgw_library_name, "bgw_jit", BGW_MAXLEN);
 	strlcpy(worker.bgw_function_name, "bgw_jit_main", BGW_MAXLEN);
@@ -430,6 +435,23 @@ assign_lru_multiplier(const char *newval, void *extra)
 	bgw_jit_lru_multiplier = *(double *) extra;
 }
 
+/* Refuse a CPU priority this platform cannot give the worker. */
+static bool
+check_cpu_priority(int *newval, void **extra, GucSource source)
+{
+	if (*newval == BGW_JIT_CPU_PRIORITY_IDLE && !COMPAT_HAVE_SCHED_IDLE)
+	{
+		GUC_check_errdetail("This platform has no SCHED_IDLE scheduling policy.");
+		return false;
+	}
+	if (*newval == BGW_JIT_CPU_PRIORITY_LOW && !COMPAT_HAVE_NICE)
+	{
+		GUC_check_errdetail("This platform cannot lower a process's nice value.");
+		return false;
+	}
+	return true;
+}
+
 /*
  * Statement starts wake a hibernating worker, standing in for core's
  * StrategyNotifyBgWriter(), whose single slot belongs to the built-in
@@ -532,7 +554,21 @@ bgw_jit_reset_counters(void)
 	memset(&s->counters, 0, sizeof(s->counters));
 	s->reset_generation++;
 	s->backend_seen_valid = false;
+	s->backend_read_at = 0;
 	s->history_count = 0;
 	s->stats_reset = GetCurrentTimestamp();
 	LWLockRelease(s->lock);
+}
+
+/*
+ * The worker's exit callback (before_shmem_exit): no worker runs any more,
+ * so bgw_jit_stats.pid becomes NULL until the next one starts.  A plain
+ * store, as the worker's start sets it: the callback may run after an
+ * ERROR raised while this process held the lock.
+ */
+void
+bgw_jit_clear_worker_pid(int code, Datum arg)
+{
+	if (bgw_jit_shared != NULL && bgw_jit_shared->worker_pid == MyProcPid)
+		bgw_jit_shared->worker_pid = 0;
 }

@@ -19,6 +19,15 @@
 /* Seconds the postmaster waits before restarting a worker that failed. */
 #define BGW_JIT_RESTART_SECONDS 5
 
+/*
+ * Upper bound of bgw_jit.max_write_rate, in MB/s (100 GB/s, beyond any
+ * disk).  Core prints a real setting's bounds, and a value refused for
+ * being out of them, with %g, i.e. to 6 significant digits: a bound of
+ * 1e6 or more reads as "1e+06", and the next value up as the bound
+ * itself.  Keep it an integer below 1e6.
+ */
+#define BGW_JIT_MAX_WRITE_RATE_MAX	100000.0
+
 /* Cleaning strategies (bgw_jit.strategy). */
 typedef enum BgwJitStrategy
 {
@@ -60,8 +69,9 @@ typedef struct BgwJitCycle
 	int			bufs_ahead;		/* cleaner's lead over the hand */
 	int64		overrun;		/* how far the hand ran past the cleaner */
 	float		surprise;		/* hand movement / movement planned for */
-	float		margin;			/* multiplier in force (auto or set) */
-	float		hand_rate;		/* smoothed hand speed, buffers/s */
+	/* double: replay starts from these and must take the same decisions */
+	double		margin;			/* multiplier in force (auto or set) */
+	double		hand_rate;		/* smoothed hand speed, buffers/s */
 	int			lead_target;	/* lead the self-paced scan aimed for */
 	int			sleep_ms;		/* sleep planned after the cycle */
 	bool		woken;			/* the sleep before it ended early */
@@ -74,7 +84,12 @@ typedef struct BgwJitCycle
 	int			redirtied;		/* earlier writes whose page was dirty again */
 	bool		lapped;			/* the hand had overtaken the cleaner */
 	bool		hit_maxpages;
+	bool		sliced;			/* its time slice ended with work left */
+	bool		restarted;		/* the controller restarted before it */
 	int64		cpu_us;			/* CPU time the cycle took */
+	float		misses;			/* share of the demand missed (pacer.h) */
+	float		write_rate;		/* the write budget's rate, pages/s */
+	int64		backend_writes; /* backends' writes fed to the margin; -1 */
 } BgwJitCycle;
 
 /* Cumulative counters since stats_reset. */
@@ -146,12 +161,14 @@ typedef struct BgwJitShared
 	 */
 	bool		backend_seen_valid;
 	uint64		backend_seen;
+	TimestampTz backend_read_at;	/* when backend_seen was read; 0 then */
 
 	/* the worker's share of pg_stat_bgwriter; bgw_jit_reset() leaves it */
 	BgwJitBgwriterShare bgwriter;
 
 	/* state as of the last cycle */
 	int			strategy;
+	int			pacing;			/* BgwJitPacing the worker runs with */
 	int			strategy_buf_id;
 	int			next_to_clean;
 	int			bufs_ahead;
@@ -166,12 +183,32 @@ typedef struct BgwJitShared
 	TimestampTz last_cycle_at;
 	TimestampTz conf_load_time; /* when the worker last loaded its settings */
 
-	/* set while the worker hibernates; a statement start wakes it */
-	pg_atomic_uint32 hibernating;
+	/*
+	 * The running worker's process id, 0 when none runs (bgw_jit_stats.pid,
+	 * new in 1.3).  Set and cleared by the worker itself, without the lock
+	 * (an aligned int is read whole).
+	 */
+	int			worker_pid;
+
+	/*
+	 * Set while the worker hibernates; a statement start wakes it.  Every
+	 * statement start of every backend reads 'hibernating', while the
+	 * fields before and after are written by the worker every cycle: so it
+	 * and worker_latch (set once) have a cache line to themselves, which
+	 * the worker writes only around the sleeps it takes when idle.  The
+	 * alignment holds in memory because ShmemInitStruct() returns memory
+	 * aligned to PG_CACHE_LINE_SIZE (all supported versions), and
+	 * offsetof(BgwJitShared, history), which sizes the struct in shared
+	 * memory, counts the padding.
+	 */
+	pg_attribute_aligned(PG_CACHE_LINE_SIZE) pg_atomic_uint32 hibernating;
 	Latch	   *worker_latch;
 
-	/* ring of the last history_size cycles; history_count ever recorded */
-	int			history_size;
+	/*
+	 * Ring of the last history_size cycles; history_count ever recorded.
+	 * Aligned to start the cache line after the one above.
+	 */
+	pg_attribute_aligned(PG_CACHE_LINE_SIZE) int history_size;
 	uint64		history_count;
 	BgwJitCycle history[FLEXIBLE_ARRAY_MEMBER];
 } BgwJitShared;
@@ -208,6 +245,7 @@ extern void bgw_jit_check_loaded(void);
 extern void bgw_jit_reset_counters(void);
 extern int	bgw_jit_history_read(BgwJitShared *s, uint64 *next, uint64 end,
 								 BgwJitCycle *out, int max);
+extern void bgw_jit_clear_worker_pid(int code, Datum arg);
 
 /* persist.c */
 extern void bgw_jit_stats_load(BgwJitShared *s);

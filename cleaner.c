@@ -22,7 +22,9 @@
  *   buffer ("evicted").  Usually it was evicted clean, sparing a backend
  *   a write; but the page may also have been dirtied and written again
  *   by someone else between two visits, or its relation dropped or
- *   truncated (the buffer then goes to the freelist and is soon reused).
+ *   truncated (through 18 the buffer then goes to the freelist and is soon
+ *   reused; 19 has no freelist, and the buffer stays put, unused, until
+ *   the clock sweep reaches it).
  *   From the buffer alone these cannot be told apart, so "evicted" is an
  *   upper bound on useful writes and "redirtied" a lower bound on wasted
  *   ones;

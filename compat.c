@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * compat.c
- *		Backend write counts, from whichever statistics the server keeps.
+ *		Backend write counts, from whichever statistics the server keeps,
+ *		and pg_stat_bgwriter's figures in one shape on every version.
  *
  * On 15, pg_stat_bgwriter.buffers_backend counts the data-file writes of
  * every process but the bgwriter and checkpointer, this worker's included,
@@ -26,6 +27,7 @@
 #include "executor/instrument.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "portability/instr_time.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -41,6 +43,7 @@ static bool sample_valid = false;
 static TimestampTz io_stats_reset;
 static PgStat_Counter io_writes_seen;	/* shared counter at last sample */
 static int64 own_writes_seen;	/* our writes at last sample */
+static TimestampTz sampled_at;	/* when others_writes was last advanced */
 
 /*
  * Normal-context relation writes in pg_stat_io by every backend type but
@@ -94,20 +97,23 @@ sample_backend_writes(void)
 		others_writes += Max(delta, 0);
 	}
 	sample_valid = true;
+	sampled_at = GetCurrentTimestamp();
 	io_stats_reset = stat_reset;
 	io_writes_seen = writes;
 	own_writes_seen = own;
 }
 #endif							/* PG_VERSION_NUM >= 160000 */
 
-/* When the worker last reported its statistics. */
-static TimestampTz last_report = 0;
+/* When the worker last reported its statistics (monotonic clock). */
+static bool reported = false;
+static instr_time last_report;
 
 /* Flush the worker's statistics now; on 16+ sample pg_stat_io after. */
 static void
-report_now(TimestampTz now)
+report_now(void)
 {
-	last_report = now;
+	INSTR_TIME_SET_CURRENT(last_report);
+	reported = true;
 	pgstat_report_stat(true);
 #if PG_VERSION_NUM >= 160000
 	sample_backend_writes();
@@ -128,11 +134,16 @@ report_now(TimestampTz now)
 void
 compat_report_stat(void)
 {
-	TimestampTz now = GetCurrentTimestamp();
+	instr_time	since;
 
-	if (last_report == 0 ||
-		TimestampDifferenceExceeds(last_report, now, REPORT_INTERVAL_MS))
-		report_now(now);
+	if (reported)
+	{
+		INSTR_TIME_SET_CURRENT(since);
+		INSTR_TIME_SUBTRACT(since, last_report);
+		if (INSTR_TIME_GET_MILLISEC(since) < REPORT_INTERVAL_MS)
+			return;
+	}
+	report_now();
 }
 
 /*
@@ -143,16 +154,54 @@ compat_report_stat(void)
  * starting from 0 when the worker starts.  Only the worker calls this.
  * With 'rebaseline' the caller takes the figure as a new starting point:
  * on 16+ it is then sampled afresh, so that nothing reported before this
- * call is counted after it.
+ * call is counted after it.  *read_at: when the figure was read from the
+ * cumulative statistics (16+: the last sample; 15: now).
  */
 uint64
-compat_backend_writes(bool rebaseline)
+compat_backend_writes(bool rebaseline, TimestampTz *read_at)
 {
 #if PG_VERSION_NUM >= 160000
 	if (rebaseline)
-		report_now(GetCurrentTimestamp());
+		report_now();
+	*read_at = sampled_at;
 	return others_writes;
 #else
+	*read_at = GetCurrentTimestamp();
 	return (uint64) pgstat_fetch_stat_checkpointer()->buf_written_backend;
 #endif
+}
+
+/*
+ * The server's pg_stat_bgwriter figures (15) or pg_stat_bgwriter's and
+ * pg_stat_checkpointer's (17+), in 15's shape, as the server's own views
+ * read them: under the caller's stats_fetch_consistency.
+ */
+void
+compat_bgwriter_stats(CompatBgwriterStats *out)
+{
+	PgStat_BgWriterStats *bgwriter = pgstat_fetch_stat_bgwriter();
+	PgStat_CheckpointerStats *checkpointer = pgstat_fetch_stat_checkpointer();
+
+	memset(out, 0, sizeof(*out));
+#if PG_VERSION_NUM >= 170000
+	out->checkpoints_timed = checkpointer->num_timed;
+	out->checkpoints_req = checkpointer->num_requested;
+	out->checkpoint_write_time = (double) checkpointer->write_time;
+	out->checkpoint_sync_time = (double) checkpointer->sync_time;
+	out->buffers_checkpoint = checkpointer->buffers_written;
+	out->has_backend = false;
+#else
+	out->checkpoints_timed = checkpointer->timed_checkpoints;
+	out->checkpoints_req = checkpointer->requested_checkpoints;
+	out->checkpoint_write_time = (double) checkpointer->checkpoint_write_time;
+	out->checkpoint_sync_time = (double) checkpointer->checkpoint_sync_time;
+	out->buffers_checkpoint = checkpointer->buf_written_checkpoints;
+	out->has_backend = true;
+	out->buffers_backend = checkpointer->buf_written_backend;
+	out->buffers_backend_fsync = checkpointer->buf_fsync_backend;
+#endif
+	out->buffers_clean = bgwriter->buf_written_clean;
+	out->maxwritten_clean = bgwriter->maxwritten_clean;
+	out->buffers_alloc = bgwriter->buf_alloc;
+	out->stats_reset = bgwriter->stat_reset_timestamp;
 }

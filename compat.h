@@ -11,7 +11,8 @@
  *		BufTagGetRelFileLocator); ScheduleBufferTagForWriteback takes an
  *		IOContext; pg_stat_io.
  * 17	smgrcloseall becomes smgrdestroyall (smgr.h); pg_stat_bgwriter loses
- *		buffers_backend (pgstat.h: PgStat_CheckpointerStats).
+ *		buffers_backend, and its checkpoint columns move to
+ *		pg_stat_checkpointer (pgstat.h: PgStat_CheckpointerStats).
  * 18	PG_MODULE_MAGIC_EXT (fmgr.h).
  * 19	the buffer state word is 64 bits (buf_internals.h: pg_atomic_uint64
  *		state, UnlockBufHdr without a state argument, UnlockBufHdrExt);
@@ -29,12 +30,26 @@
 #ifndef BGW_JIT_COMPAT_H
 #define BGW_JIT_COMPAT_H
 
+#ifndef WIN32
+#include <sched.h>
+#include <sys/resource.h>
+#endif
+
 #include "fmgr.h"
 #include "pgstat.h"
+#if PG_VERSION_NUM >= 180000
+#include "storage/aio_subsys.h"
+#endif
 #include "storage/buf_internals.h"
 #include "storage/bufmgr.h"
+#include "storage/condition_variable.h"
+#include "storage/fd.h"
+#include "storage/lwlock.h"
 #include "storage/smgr.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/resowner.h"
+#include "utils/wait_event.h"
 
 #if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 200000
 #error "bgw_jit supports PostgreSQL 15, 17, 18 and 19"
@@ -117,37 +132,69 @@ compat_unlock_buf_hdr(BufferDesc *desc, CompatBufState state)
 #endif
 
 /*
- * Pin shared buffer 'buffer' if it still holds 'tag', without raising its
- * usage count; 'seen' is its state as last read under the header lock.
+ * Pin shared buffer 'buffer' if it still holds 'tag', leaving its usage
+ * count as it was; 'seen' is its state as last read under the header lock.
  * False if the buffer now holds another page.  ReadRecentBuffer makes
  * room in the resource owner itself and, through 18, pins a first
  * reference with PinBuffer_Locked, which leaves the usage count alone.
- * 19's pins with PinBuffer(buf, NULL, true) instead, which raises a count
- * below BM_MAX_USAGE_COUNT by one (its compare-and-swap adds refcount and
- * usage count together): take that back under the header lock.  Whatever
- * backends did to the count meanwhile stays; the clock sweep does not
- * lower the count of a pinned buffer.
+ *
+ * 19 pins with PinBuffer(buf, NULL, true) instead, whose compare-and-swap
+ * adds one to the refcount and, if the count it finds is below
+ * BM_MAX_USAGE_COUNT, one to the usage count.  We take that one back with
+ * a compare-and-swap of our own, as PinBuffer and the clock sweep change
+ * the count: one step down from whatever the count is by then, so that
+ * what backends added meanwhile stays.  (Not with UnlockBufHdrExt, as
+ * before: it ORs in and masks out bits, so whether it writes the count we
+ * ask for depends on the order it does the two in, which changed during
+ * 19's development; its own comment warns it off usage counts.)
+ *
+ * Whether the pin raised the count cannot be seen, only inferred.  While
+ * we hold the pin nothing lowers the count (the clock sweep skips pinned
+ * buffers), so a count below the maximum now proves that the pin found
+ * it below the maximum and raised it: taking one off is then exact.  A
+ * count at the maximum now is ambiguous, and we judge by the count we saw
+ * before the pin: below the maximum, the pin raised it; at the maximum,
+ * the pin added nothing.  That is exact unless another process changed
+ * the count between our look and the pin, a window of a few instructions
+ * (longer only if the worker is descheduled there): a backend raising the
+ * count to the maximum in it makes us take one of its raises back, and
+ * the clock sweep lowering a count we saw at the maximum makes us leave
+ * the pin's raise on.  Either way the count ends one step off, on a page
+ * in active use.
  */
 static inline bool
 compat_pin_if_tag(const BufferTag *tag, Buffer buffer, CompatBufState seen)
 {
 #if PG_VERSION_NUM >= 190000
 	BufferDesc *desc = GetBufferDescriptor(buffer - 1);
-	CompatBufState state;
-	uint32		usage;
+	bool		seen_below_max;
+	uint64		state;
+
+	seen_below_max = BUF_STATE_GET_USAGECOUNT(seen) < BM_MAX_USAGE_COUNT;
 
 	if (!ReadRecentBuffer(BufTagGetRelFileLocator(tag),
 						  BufTagGetForkNum(tag), tag->blockNum, buffer))
 		return false;
-	if (BUF_STATE_GET_USAGECOUNT(seen) >= BM_MAX_USAGE_COUNT)
-		return true;
-	state = LockBufHdr(desc);
-	usage = BUF_STATE_GET_USAGECOUNT(state);
-	if (usage > 0)
-		UnlockBufHdrExt(desc, state, (usage - 1) * BUF_USAGECOUNT_ONE,
-						BUF_USAGECOUNT_MASK, 0);
-	else
-		UnlockBufHdr(desc);
+
+	state = pg_atomic_read_u64(&desc->state);
+	for (;;)
+	{
+		uint32		usage;
+
+		/* As PinBuffer: no change to the state while the header is locked. */
+		if (state & BM_LOCKED)
+		{
+			state = WaitBufHdrUnlocked(desc);
+			continue;
+		}
+		usage = BUF_STATE_GET_USAGECOUNT(state);
+		/* (0 cannot follow a raise: nothing to take back then either) */
+		if (usage == 0 || (usage >= BM_MAX_USAGE_COUNT && !seen_below_max))
+			break;
+		if (pg_atomic_compare_exchange_u64(&desc->state, &state,
+										   state - BUF_USAGECOUNT_ONE))
+			break;
+	}
 	return true;
 #elif PG_VERSION_NUM >= 160000
 	return ReadRecentBuffer(BufTagGetRelFileLocator(tag),
@@ -213,8 +260,124 @@ compat_bgwriter_stats_reset(void)
 #define COMPAT_BACKEND_WRITES_INCLUDE_OWN true
 #endif
 
+/*
+ * What an ERROR in the worker leaves to release, in the order core's writer
+ * releases it: LWLocks (a content lock), then the buffer I/O in progress,
+ * then pins.  On 15 the I/O is this process's InProgressBuf, unknown to
+ * the resource owner, and AbortBufferIO() assumes the buffer still pinned:
+ * after the pin is gone the buffer may hold another page whose I/O it
+ * would end.  From 17 the resource owner tracks the I/O and ends it
+ * before it releases the pins.  From 18, as core's writer does, any
+ * asynchronous I/O handle the process still holds is released first.
+ */
+static inline void
+compat_release_after_error(void)
+{
+	LWLockReleaseAll();
+	ConditionVariableCancelSleep();
+	pgstat_report_wait_end();
+#if PG_VERSION_NUM >= 180000
+	pgaio_error_cleanup();
+#endif
+#if PG_VERSION_NUM < 170000
+	AbortBufferIO();
+#endif
+	UnlockBuffers();
+	ReleaseAuxProcessResources(false);
+	AtEOXact_Buffers(false);
+	AtEOXact_SMgr();
+	AtEOXact_Files(false);
+	AtEOXact_HashTables(false);
+}
+
+/*
+ * CPU priorities bgw_jit.cpu_priority can ask for on this platform: idle
+ * needs SCHED_IDLE (Linux), low needs setpriority() (POSIX).
+ */
+#ifdef SCHED_IDLE
+#define COMPAT_HAVE_SCHED_IDLE true
+#else
+#define COMPAT_HAVE_SCHED_IDLE false
+#endif
+#ifndef WIN32
+#define COMPAT_HAVE_NICE true
+#else
+#define COMPAT_HAVE_NICE false
+#endif
+
+/* This process's nice value; sets errno on failure. */
+static inline int
+compat_get_nice(void)
+{
+#ifndef WIN32
+	return getpriority(PRIO_PROCESS, 0);
+#else
+	return 0;
+#endif
+}
+
+/*
+ * Run this process under SCHED_IDLE, or under the normal policy at nice
+ * value 'nice_value'.  False, with errno set, if the system refused.
+ * (The nice value means nothing under SCHED_IDLE: it is left alone.)
+ */
+static inline bool
+compat_set_cpu_priority(bool idle, int nice_value)
+{
+#ifdef SCHED_IDLE
+	struct sched_param param;
+
+	memset(&param, 0, sizeof(param));
+	if (sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &param) != 0)
+		return false;
+#else
+	if (idle)
+	{
+		errno = ENOSYS;
+		return false;
+	}
+#endif
+#ifndef WIN32
+	if (!idle && setpriority(PRIO_PROCESS, 0, nice_value) != 0)
+		return false;
+#endif
+	return true;
+}
+
+/*
+ * Whether compat_backend_writes() counts only writes of dirty buffers (what
+ * a backend does when it evicts one): from 16, pg_stat_io's writes; 15's
+ * buffers_backend also counts relation extensions, which no cleaner can
+ * spare, and the worker's own writes.
+ */
+#define COMPAT_BACKEND_WRITES_ARE_EVICTIONS (PG_VERSION_NUM >= 160000)
+
+/*
+ * pg_stat_bgwriter's figures in one shape on every version: 15's columns
+ * (bgw_jit_core_bgwriter(), new in 1.3).  From 17 the checkpoint columns
+ * are pg_stat_checkpointer's (num_timed, num_requested, write_time,
+ * sync_time, buffers_written) and the backends' two are gone
+ * (has_backend false).  Times in milliseconds.
+ */
+typedef struct CompatBgwriterStats
+{
+	int64		checkpoints_timed;
+	int64		checkpoints_req;
+	double		checkpoint_write_time;
+	double		checkpoint_sync_time;
+	int64		buffers_checkpoint;
+	int64		buffers_clean;
+	int64		maxwritten_clean;
+	bool		has_backend;	/* the next two exist (15, 16) */
+	int64		buffers_backend;
+	int64		buffers_backend_fsync;
+	int64		buffers_alloc;
+	TimestampTz stats_reset;	/* pg_stat_bgwriter's */
+} CompatBgwriterStats;
+
 /* compat.c */
 extern void compat_report_stat(void);
-extern uint64 compat_backend_writes(bool rebaseline);
+extern uint64 compat_backend_writes(bool rebaseline, TimestampTz *read_at);
+extern void compat_bgwriter_stats(CompatBgwriterStats *out);
 
 #endif							/* BGW_JIT_COMPAT_H */

@@ -149,8 +149,11 @@ alloc_tracker_step(AllocTracker *tracker, uint64 reported, uint64 hand,
 		*reported_delta = (int64) counted;
 
 		/*
-		 * Each clock-sweep allocation moves the hand at least once; fewer
-		 * means the freelist served some, which the counter pays back anyway.
+		 * Each clock-sweep allocation moves the hand at least once.  Fewer
+		 * means, through 18, that the freelist served some, which the
+		 * counter pays back anyway; on 19, where the clock sweep serves
+		 * every allocation, only that the hand and the counter were read
+		 * at different moments.
 		 */
 		if (counted >= ALLOC_CALIBRATION_MIN && moved > 0)
 		{

@@ -50,13 +50,15 @@ extern void jit_refine_density(JitState *state, const JitParams *params,
 							   int64 scanned, int64 reusable_found);
 
 /*
- * Non-destructive allocation counting (README, "Counting allocations").
+ * Non-destructive allocation counting (doc/internals.md, "Counting allocations").
  *
  * The shared pgstat counter is exact but lags; the clock hand is immediate
- * but misses freelist allocations.  The tracker credits each cycle with the
- * hand's movement converted to allocations by a ratio calibrated from the
- * lagged counter, and pays back the difference whenever a new counter value
- * arrives, so that the credited total follows the exact counter over time.
+ * but, through 18, misses the allocations the freelist serves (19 has no
+ * freelist: every allocation the counter counts moves the hand).  The
+ * tracker credits each cycle with the hand's movement converted to
+ * allocations by a ratio calibrated from the lagged counter, and pays back
+ * the difference whenever a new counter value arrives, so that the
+ * credited total follows the exact counter over time.
  */
 typedef struct AllocTracker
 {

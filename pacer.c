@@ -23,14 +23,22 @@
  *   cycle, and at a steady load it settles instead of oscillating.  A
  *   cycle whose judged writes were re-dirtied (written too early) counts
  *   as one step down too;
+ * - closes that loop on what the margin is for: when the hand ran past
+ *   the cleaned frontier beyond PACER_MISS_TARGET of its movement (or,
+ *   16+, backends wrote dirty victims in such a stretch), the margin
+ *   rises at once in proportion (pacer_misses());
  * - sleeps as long as it can without planning a lead over the hand larger
  *   than PACER_LEAD_MAX_FRACTION of the pool, within
  *   [PACER_MIN_SLEEP_MS, bgw_jit.delay], growing by at most a factor of
  *   two per cycle so that a wake-up after idling probes the new load
  *   before committing to long sleeps;
  * - cleans ahead to margin * speed * sleep, and writes at most what the
- *   rate budget (a token bucket of PACER_BURST_SECONDS) and the per-cycle
- *   cap allow.
+ *   rate budget allows: a token bucket of PACER_BURST_SECONDS at
+ *   PACER_BUDGET_HEADROOM times the margin times the allocation rate (so
+ *   finite by default, and bound only by bursts beyond what the load
+ *   showed), within bgw_jit.max_write_rate and the per-cycle cap; with no
+ *   movement, writes go at the recent allocation rate or one lap per
+ *   scan_whole_pool_seconds, whichever is higher.
  *
  * Copyright (c) 2026, bgw_jit developers
  *
@@ -52,13 +60,60 @@ clamp_to_int(double value)
 	return (int) value;
 }
 
+/*
+ * The share of the demand the cleaner missed since the previous cycle:
+ * the hand's run past the cleaned frontier over its movement and, where
+ * the backends' writes count dirty evictions (16+: pg_stat_io; 15's
+ * buffers_backend also counts relation extensions), their increase over
+ * the allocations since they last changed, if the hand ran past the
+ * frontier in that stretch.  That count lags by up to a second and moves
+ * in steps, so it is judged whenever it moves.
+ */
+static double
+pacer_misses(PacerState *state, const PacerInput *in)
+{
+	double		misses = 0;
+
+	if (in->hand_moved >= PACER_MIN_EXPECTED && in->overrun > 0)
+		misses = Min(1.0, (double) in->overrun / in->hand_moved);
+
+	if (!in->backend_known)
+		return misses;
+	state->alloc_since += in->alloc;
+	state->overrun_since += Max(in->overrun, 0);
+	if (state->backend_valid && in->backend_writes != state->backend_seen)
+	{
+		if (in->backend_writes > state->backend_seen &&
+			state->overrun_since > 0 && state->alloc_since > 0)
+			misses = Max(misses,
+						 Min(1.0, (in->backend_writes - state->backend_seen) /
+							 state->alloc_since));
+		state->alloc_since = 0;
+		state->overrun_since = 0;
+	}
+	state->backend_seen = in->backend_writes;
+	state->backend_valid = true;
+	return misses;
+}
+
 void
 pacer_init(PacerState *state, const PacerParams *params)
 {
 	state->hand_rate = 0;
+	state->alloc_rate = 0;
 	state->margin = PACER_MARGIN_START;
 	state->planned_ms = 0;
-	state->tokens = params->write_rate * PACER_BURST_SECONDS;
+	/* a full bucket at the floor rate, for the first cycles' writes */
+	state->tokens = Max((double) params->nbuffers / params->scan_whole_pool_seconds,
+						PACER_MIN_WRITE_RATE) * PACER_BURST_SECONDS;
+	if (params->write_rate > 0)
+		state->tokens = Min(state->tokens,
+							params->write_rate * PACER_BURST_SECONDS);
+	state->backend_valid = false;
+	state->backend_seen = 0;
+	state->alloc_since = 0;
+	state->overrun_since = 0;
+	state->lead_saturated = false;
 }
 
 /*
@@ -83,6 +138,8 @@ pacer_plan(PacerState *state, const PacerParams *params,
 	double		max_lead = PACER_LEAD_MAX_FRACTION * params->nbuffers;
 	double		sleep_ms;
 	double		lead;
+	double		lap_rate;
+	double		rate;
 	int			judged = in->evicted + in->redirtied;
 	bool		judged_surprise;
 
@@ -97,11 +154,23 @@ pacer_plan(PacerState *state, const PacerParams *params,
 		double		tau_s = (observed > state->hand_rate) ?
 			PACER_ATTACK_MS / 1000.0 : rate_tau_s;
 
+		double		observed_alloc = in->alloc / elapsed_s;
+
 		state->hand_rate += (observed - state->hand_rate) *
+			Min(1.0, elapsed_s / tau_s);
+		tau_s = (observed_alloc > state->alloc_rate) ?
+			PACER_ATTACK_MS / 1000.0 : rate_tau_s;
+		state->alloc_rate += (observed_alloc - state->alloc_rate) *
 			Min(1.0, elapsed_s / tau_s);
 	}
 
-	/* The automatic margin: a step towards the surprise's quantile. */
+	plan->misses = pacer_misses(state, in);
+
+	/*
+	 * The automatic margin: a step towards the surprise's quantile, which
+	 * anticipates; a step up at once on misses, which are what the margin
+	 * is for; a small step down when the writes came too early.
+	 */
 	if (auto_margin)
 	{
 		double		step = PACER_MARGIN_STEP +
@@ -111,7 +180,10 @@ pacer_plan(PacerState *state, const PacerParams *params,
 			state->margin += (plan->surprise > state->margin) ?
 				step * PACER_MARGIN_QUANTILE :
 				-step * (1 - PACER_MARGIN_QUANTILE);
-		if (judged > 0 && in->redirtied > judged * PACER_WASTE_LIMIT)
+		if (plan->misses > PACER_MISS_TARGET && !state->lead_saturated)
+			state->margin += PACER_MISS_STEP *
+				Min(1.0, plan->misses / PACER_MISS_FULL);
+		else if (judged > 0 && in->redirtied > judged * PACER_WASTE_LIMIT)
 			state->margin -= step * (1 - PACER_MARGIN_QUANTILE);
 		state->margin = Max(state->margin, PACER_MARGIN_MIN);
 		state->margin = Min(state->margin, PACER_MARGIN_MAX);
@@ -133,19 +205,34 @@ pacer_plan(PacerState *state, const PacerParams *params,
 	state->planned_ms = plan->sleep_ms;
 
 	lead = plan->margin * state->hand_rate * plan->sleep_ms / 1000.0;
+	state->lead_saturated = (plan->sleep_ms <= PACER_MIN_SLEEP_MS &&
+							 lead >= max_lead);
 	plan->lead_target = clamp_to_int(Min(lead, params->nbuffers));
-	plan->min_scan = clamp_to_int((double) params->nbuffers * plan->sleep_ms /
-								  (params->scan_whole_pool_seconds * 1000.0));
+	lap_rate = (double) params->nbuffers / params->scan_whole_pool_seconds;
+	plan->min_scan = clamp_to_int(lap_rate * plan->sleep_ms / 1000.0);
 
-	/* The write budget: what the rate allows, within the per-cycle cap. */
+	/*
+	 * With no movement, what lies ahead is written at the recent demand
+	 * rate (the decaying allocation rate) or one lap per scan_whole_pool,
+	 * whichever is higher: never faster than the load needed it.
+	 */
+	plan->idle_pages = clamp_to_int(Max(lap_rate, state->alloc_rate) *
+									plan->sleep_ms / 1000.0);
+	plan->idle_pages = Max(plan->idle_pages, 1);
+
+	/*
+	 * The write budget: a token bucket at the automatic rate, within the
+	 * user's rate (a hard cap) and the per-cycle cap.
+	 */
+	rate = Max(PACER_BUDGET_HEADROOM * plan->margin * state->alloc_rate,
+			   Max(lap_rate, PACER_MIN_WRITE_RATE));
 	if (params->write_rate > 0)
-	{
-		state->tokens = Min(state->tokens + params->write_rate * elapsed_s,
-							params->write_rate * PACER_BURST_SECONDS);
-		plan->write_budget = clamp_to_int(state->tokens);
-	}
-	else
-		plan->write_budget = PG_INT32_MAX;
+		rate = Min(rate, params->write_rate);
+	plan->write_rate = rate;
+	state->tokens = Min(state->tokens + rate * elapsed_s,
+						rate * PACER_BURST_SECONDS);
+	plan->rate_pages = clamp_to_int(state->tokens);
+	plan->write_budget = plan->rate_pages;
 	if (params->maxpages >= 0)
 		plan->write_budget = Min(plan->write_budget, params->maxpages);
 }
@@ -154,6 +241,17 @@ pacer_plan(PacerState *state, const PacerParams *params,
 void
 pacer_charge(PacerState *state, const PacerParams *params, int written)
 {
-	if (params->write_rate > 0)
-		state->tokens -= written;
+	state->tokens -= written;
+}
+
+/*
+ * The cycle ran out of time with work left and sleeps only 'sleep_ms',
+ * less than planned: the next cycle judges its surprise against that.
+ */
+int
+pacer_shorten_sleep(PacerState *state, int sleep_ms)
+{
+	if (state->planned_ms > sleep_ms)
+		state->planned_ms = sleep_ms;
+	return (int) Max(state->planned_ms, 1);
 }

@@ -56,6 +56,34 @@
 /* The rate budget saves up at most this many seconds of writes. */
 #define PACER_BURST_SECONDS		1.0
 
+/*
+ * The automatic write budget: PACER_BUDGET_HEADROOM times the margin
+ * times the allocation rate (each allocation evicts at most one dirty
+ * page), never below one lap of the pool per scan_whole_pool_seconds nor
+ * PACER_MIN_WRITE_RATE pages a second.  Not the hand's speed: the hand
+ * passes many buffers in use for each one it evicts (measured on an 8 GB
+ * pool: 12 times as many), which would let the idle pass after a load
+ * write far faster than the load needed.
+ */
+#define PACER_BUDGET_HEADROOM	2.0
+#define PACER_MIN_WRITE_RATE	1000.0
+
+/*
+ * The misses: the share of the hand's movement that ran past the cleaned
+ * frontier.  Above PACER_MISS_TARGET the automatic margin rises at once,
+ * by up to PACER_MISS_STEP (reached at a miss share of PACER_MISS_FULL).
+ * Where the server counts the backends' writes of dirty victims (16+),
+ * their share of the allocations counts too, but only over a stretch in
+ * which the hand also ran past the frontier: a page dirtied again after
+ * the cleaner passed it is written by a backend whatever the margin.  Nor
+ * do misses raise it while the last plan already slept the shortest sleep
+ * with the lead at its cap (a pool the hand passes faster than the worker
+ * can wake): a larger margin would lead no further there.
+ */
+#define PACER_MISS_TARGET		0.001
+#define PACER_MISS_FULL			0.01
+#define PACER_MISS_STEP			0.25
+
 typedef struct PacerParams
 {
 	double		margin;			/* bgw_jit.lru_multiplier or PACER_MARGIN_AUTO */
@@ -72,9 +100,17 @@ typedef struct PacerParams
 typedef struct PacerState
 {
 	double		hand_rate;		/* clock-hand speed, buffers/s, smoothed */
+	double		alloc_rate;		/* allocations/s, smoothed the same way */
 	double		margin;			/* the automatic margin */
 	double		planned_ms;		/* sleep the previous cycle planned; 0: none */
 	double		tokens;			/* pages the rate budget allows now */
+	bool		backend_valid;	/* backend_seen holds a reading */
+	uint64		backend_seen;	/* backends' writes as last read */
+	double		alloc_since;	/* allocations since they last changed */
+	double		overrun_since;	/* overruns since they last changed */
+	bool		lead_saturated; /* the last plan: shortest sleep, lead at
+								 * its cap, so a larger margin leads no
+								 * further */
 } PacerState;
 
 /* What a cycle measured since the previous one began. */
@@ -84,16 +120,24 @@ typedef struct PacerInput
 	int64		hand_moved;		/* buffers the clock hand passed */
 	int			evicted;		/* earlier writes whose page left its buffer */
 	int			redirtied;		/* earlier writes whose page was dirty again */
+	int64		overrun;		/* buffers the hand ran past the frontier */
+	uint32		alloc;			/* allocations credited to the cycle */
+	bool		backend_known;	/* backend_writes counts dirty evictions */
+	uint64		backend_writes; /* backends' own writes, cumulative, lagged */
 } PacerInput;
 
 /* What the controller decided for this cycle. */
 typedef struct PacerPlan
 {
 	double		surprise;		/* hand movement / planned; 0 if unknown */
+	double		misses;			/* share of the demand missed; see above */
 	double		margin;			/* margin in force this cycle */
 	int			lead_target;	/* buffers ahead of the hand to clean to */
 	int			min_scan;		/* buffers to scan at least (idle laps) */
-	int			write_budget;	/* pages this cycle may write */
+	int			idle_pages;		/* writes an idle cycle may make */
+	double		write_rate;		/* the budget's rate, pages/s */
+	int			rate_pages;		/* pages the rate allows this cycle */
+	int			write_budget;	/* of which the LRU scan: lru_maxpages */
 	int			sleep_ms;		/* before the next cycle */
 } PacerPlan;
 
@@ -103,5 +147,7 @@ extern void pacer_plan(PacerState *state, const PacerParams *params,
 					   const PacerInput *in, PacerPlan *plan);
 extern void pacer_charge(PacerState *state, const PacerParams *params,
 						 int written);
+extern int	pacer_shorten_sleep(PacerState *state, int sleep_ms);
+
 
 #endif							/* BGW_JIT_PACER_H */

@@ -26,6 +26,7 @@
 #include "compat.h"
 #include "estimator.h"
 #include "pacer.h"
+#include "scan.h"
 
 /*
  * The SQL definitions of each extension version call their own C symbols,
@@ -38,20 +39,24 @@ typedef enum BgwJitApi
 {
 	BGW_JIT_API_1_0,
 	BGW_JIT_API_1_1,
-	BGW_JIT_API_1_2
+	BGW_JIT_API_1_2,
+	BGW_JIT_API_1_3
 } BgwJitApi;
 
 #define STATS_COLS_1_0		21
 #define STATS_COLS_1_1		29
 #define STATS_COLS_1_2		30
-#define STATS_COLS_MAX		30
+#define STATS_COLS_1_3		32
+#define STATS_COLS_MAX		32
 #define HISTORY_COLS_1_0	19
 #define HISTORY_COLS_1_1	27
 #define HISTORY_COLS_1_2	28
-#define HISTORY_COLS_MAX	28
+#define HISTORY_COLS_1_3	33
+#define HISTORY_COLS_MAX	33
 #define BGWRITER_COLS_1_2	3
+#define CORE_BGWRITER_COLS	11
 #define REPLAY_COLS			6
-#define REPLAY_PACER_COLS	8
+#define REPLAY_PACER_COLS	11
 
 /* History cycles copied per acquisition of the lock (~24 kB). */
 #define HISTORY_CHUNK		256
@@ -59,10 +64,13 @@ typedef enum BgwJitApi
 PG_FUNCTION_INFO_V1(bgw_jit_stats);
 PG_FUNCTION_INFO_V1(bgw_jit_stats_1_1);
 PG_FUNCTION_INFO_V1(bgw_jit_stats_1_2);
+PG_FUNCTION_INFO_V1(bgw_jit_stats_1_3);
 PG_FUNCTION_INFO_V1(bgw_jit_history);
 PG_FUNCTION_INFO_V1(bgw_jit_history_1_1);
 PG_FUNCTION_INFO_V1(bgw_jit_history_1_2);
+PG_FUNCTION_INFO_V1(bgw_jit_history_1_3);
 PG_FUNCTION_INFO_V1(bgw_jit_bgwriter_1_2);
+PG_FUNCTION_INFO_V1(bgw_jit_core_bgwriter);
 PG_FUNCTION_INFO_V1(bgw_jit_reset);
 PG_FUNCTION_INFO_V1(bgw_jit_replay);
 PG_FUNCTION_INFO_V1(bgw_jit_replay_pacer);
@@ -109,6 +117,7 @@ stats_internal(FunctionCallInfo fcinfo, BgwJitApi api)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	check_result_columns(tupdesc, "bgw_jit_stats",
+						 api >= BGW_JIT_API_1_3 ? STATS_COLS_1_3 :
 						 api >= BGW_JIT_API_1_2 ? STATS_COLS_1_2 :
 						 api >= BGW_JIT_API_1_1 ? STATS_COLS_1_1 : STATS_COLS_1_0);
 
@@ -149,7 +158,7 @@ stats_internal(FunctionCallInfo fcinfo, BgwJitApi api)
 	{
 		values[i] = timestamp_or_null(snap.conf_load_time, &nulls[i]);
 		i++;
-		values[i++] = CStringGetTextDatum(bgw_jit_pacing_name(bgw_jit_pacing));
+		values[i++] = CStringGetTextDatum(bgw_jit_pacing_name(snap.pacing));
 		values[i++] = Float8GetDatum(snap.margin);
 		values[i++] = Float8GetDatum(snap.hand_rate);
 		values[i++] = Int32GetDatum(snap.lead_target);
@@ -160,6 +169,15 @@ stats_internal(FunctionCallInfo fcinfo, BgwJitApi api)
 	}
 	if (api >= BGW_JIT_API_1_2)
 		values[i++] = Int64GetDatum(snap.counters.buf_combined);
+	if (api >= BGW_JIT_API_1_3)
+	{
+		/* the worker's process id; NULL while none runs */
+		nulls[i] = (snap.worker_pid == 0);
+		values[i++] = Int32GetDatum(snap.worker_pid);
+		/* when the count buf_backend is derived from was last read */
+		values[i] = timestamp_or_null(snap.backend_read_at, &nulls[i]);
+		i++;
+	}
 	Assert(i == tupdesc->natts);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
@@ -181,6 +199,12 @@ Datum
 bgw_jit_stats_1_2(PG_FUNCTION_ARGS)
 {
 	return stats_internal(fcinfo, BGW_JIT_API_1_2);
+}
+
+Datum
+bgw_jit_stats_1_3(PG_FUNCTION_ARGS)
+{
+	return stats_internal(fcinfo, BGW_JIT_API_1_3);
 }
 
 /* One history row, in the columns of 'api'. */
@@ -225,6 +249,15 @@ put_history_row(ReturnSetInfo *rsinfo, const BgwJitCycle *e, BgwJitApi api)
 	}
 	if (api >= BGW_JIT_API_1_2)
 		values[i++] = Int32GetDatum(e->combined);
+	if (api >= BGW_JIT_API_1_3)
+	{
+		values[i++] = BoolGetDatum(e->sliced);
+		values[i++] = BoolGetDatum(e->restarted);
+		values[i++] = Float8GetDatum(e->misses);
+		values[i++] = Float8GetDatum(e->write_rate);
+		nulls[i] = (e->backend_writes < 0);
+		values[i++] = Int64GetDatum(e->backend_writes);
+	}
 	Assert(i == rsinfo->setDesc->natts);
 
 	tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
@@ -250,6 +283,7 @@ history_internal(FunctionCallInfo fcinfo, BgwJitApi api)
 
 	InitMaterializedSRF(fcinfo, 0);
 	check_result_columns(rsinfo->setDesc, "bgw_jit_history",
+						 api >= BGW_JIT_API_1_3 ? HISTORY_COLS_1_3 :
 						 api >= BGW_JIT_API_1_2 ? HISTORY_COLS_1_2 :
 						 api >= BGW_JIT_API_1_1 ? HISTORY_COLS_1_1 : HISTORY_COLS_1_0);
 
@@ -297,6 +331,12 @@ Datum
 bgw_jit_history_1_2(PG_FUNCTION_ARGS)
 {
 	return history_internal(fcinfo, BGW_JIT_API_1_2);
+}
+
+Datum
+bgw_jit_history_1_3(PG_FUNCTION_ARGS)
+{
+	return history_internal(fcinfo, BGW_JIT_API_1_3);
 }
 
 /*
@@ -350,6 +390,50 @@ bgw_jit_bgwriter_1_2(PG_FUNCTION_ARGS)
 	values[1] = Int64GetDatum(maxwritten);
 	values[2] = Int64GetDatum(absorbed);
 	nulls[2] = !COMPAT_BACKEND_WRITES_INCLUDE_OWN;
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * bgw_jit_core_bgwriter() - the server's own pg_stat_bgwriter figures in
+ * the same columns on every version, for the bgw_jit_bgwriter view (new
+ * in 1.3): 15's columns of pg_stat_bgwriter; from 17 the checkpoint ones
+ * from pg_stat_checkpointer and buffers_backend, buffers_backend_fsync
+ * NULL (compat_bgwriter_stats()).  So that no SQL object of the extension
+ * names a column of a system view, which pg_upgrade to a version without
+ * it could not restore.  Needs nothing of the worker: it works without
+ * the library preloaded.
+ */
+Datum
+bgw_jit_core_bgwriter(PG_FUNCTION_ARGS)
+{
+	CompatBgwriterStats b;
+	TupleDesc	tupdesc;
+	Datum		values[CORE_BGWRITER_COLS];
+	bool		nulls[CORE_BGWRITER_COLS];
+	int			i = 0;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	check_result_columns(tupdesc, "bgw_jit_core_bgwriter", CORE_BGWRITER_COLS);
+
+	compat_bgwriter_stats(&b);
+
+	memset(nulls, 0, sizeof(nulls));
+	values[i++] = Int64GetDatum(b.checkpoints_timed);
+	values[i++] = Int64GetDatum(b.checkpoints_req);
+	values[i++] = Float8GetDatum(b.checkpoint_write_time);
+	values[i++] = Float8GetDatum(b.checkpoint_sync_time);
+	values[i++] = Int64GetDatum(b.buffers_checkpoint);
+	values[i++] = Int64GetDatum(b.buffers_clean);
+	values[i++] = Int64GetDatum(b.maxwritten_clean);
+	nulls[i] = !b.has_backend;
+	values[i++] = Int64GetDatum(b.buffers_backend);
+	nulls[i] = !b.has_backend;
+	values[i++] = Int64GetDatum(b.buffers_backend_fsync);
+	values[i++] = Int64GetDatum(b.buffers_alloc);
+	values[i++] = TimestampTzGetDatum(b.stats_reset);
+	Assert(i == CORE_BGWRITER_COLS);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
@@ -593,14 +677,23 @@ enum
 	PACER_ARG_MAXPAGES,
 	PACER_ARG_START_RATE,
 	PACER_ARG_START_MARGIN,
-	PACER_ARG_START_PLANNED
+	PACER_ARG_START_PLANNED,
+	/* from 1.3 */
+	PACER_ARG_OVERRUN,
+	PACER_ARG_ALLOC,
+	PACER_ARG_BACKEND,
+	PACER_ARG_RESTARTED,
+	PACER_ARG_SLICED,
+	PACER_ARG_START_BACKEND
 };
 
 static const char *const pacer_arg_names[] = {
 	"elapsed_us", "hand_moved", "written", "evicted", "redirtied", "woken",
 	"lru_multiplier", "pacing", "delay", "smoothing_samples",
 	"scan_whole_pool_seconds", "nbuffers", "max_write_rate", "lru_maxpages",
-	"start_hand_rate", "start_margin", "start_planned_ms"
+	"start_hand_rate", "start_margin", "start_planned_ms",
+	"overrun", "recent_alloc", "backend_writes", "restarted", "sliced",
+	"start_backend_writes"
 };
 
 /* A text argument that must be given. */
@@ -612,6 +705,47 @@ replay_text_arg(FunctionCallInfo fcinfo, const char *const *names, int argno)
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("%s must not be null", names[argno])));
 	return text_to_cstring(PG_GETARG_TEXT_PP(argno));
+}
+
+/*
+ * Optional boolean array argument 'argno' of ncycles elements, or NULL.
+ */
+static bool *
+replay_bool_array_arg(FunctionCallInfo fcinfo, const char *const *names,
+					  int argno, int ncycles)
+{
+	const char *name = names[argno];
+	ArrayType  *arr;
+	Datum	   *elems;
+	bool	   *elem_nulls;
+	bool	   *result;
+	int			n;
+
+	if (PG_ARGISNULL(argno))
+		return NULL;
+	arr = PG_GETARG_ARRAYTYPE_P(argno);
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s must be a one-dimensional array", name)));
+	deconstruct_array(arr, BOOLOID, 1, true, TYPALIGN_CHAR,
+					  &elems, &elem_nulls, &n);
+	if (n != ncycles)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s has %d elements but %s has %d",
+						name, n, names[0], ncycles),
+				 errhint("Give one element per cycle in every array.")));
+	result = palloc(sizeof(bool) * Max(n, 1));
+	for (int i = 0; i < n; i++)
+	{
+		if (elem_nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not contain nulls", name)));
+		result[i] = DatumGetBool(elems[i]);
+	}
+	return result;
 }
 
 /*
@@ -636,7 +770,12 @@ bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
 	int64	   *written;
 	int64	   *evicted;
 	int64	   *redirtied;
-	bool	   *woken = NULL;
+	int64	   *overrun = NULL;
+	int64	   *alloc = NULL;
+	int64	   *backend = NULL;
+	bool	   *woken;
+	bool	   *restarted = NULL;
+	bool	   *sliced = NULL;
 	char	   *text;
 
 	elapsed = replay_array_arg(fcinfo, names, PACER_ARG_ELAPSED, true,
@@ -649,34 +788,19 @@ bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
 							   PG_INT32_MAX, &ncycles);
 	redirtied = replay_array_arg(fcinfo, names, PACER_ARG_REDIRTIED, false,
 								 PG_INT32_MAX, &ncycles);
-	if (!PG_ARGISNULL(PACER_ARG_WOKEN))
+	woken = replay_bool_array_arg(fcinfo, names, PACER_ARG_WOKEN, ncycles);
+	if (PG_NARGS() > PACER_ARG_SLICED)
 	{
-		ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(PACER_ARG_WOKEN);
-		Datum	   *elems;
-		bool	   *elem_nulls;
-		int			n;
-
-		if (ARR_NDIM(arr) > 1)
-			ereport(ERROR,
-					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-					 errmsg("woken must be a one-dimensional array")));
-		deconstruct_array(arr, BOOLOID, 1, true, TYPALIGN_CHAR,
-						  &elems, &elem_nulls, &n);
-		if (n != ncycles)
-			ereport(ERROR,
-					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-					 errmsg("woken has %d elements but elapsed_us has %d",
-							n, ncycles),
-					 errhint("Give one element per cycle in every array.")));
-		woken = palloc(sizeof(bool) * Max(n, 1));
-		for (int i = 0; i < n; i++)
-		{
-			if (elem_nulls[i])
-				ereport(ERROR,
-						(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-						 errmsg("woken must not contain nulls")));
-			woken[i] = DatumGetBool(elems[i]);
-		}
+		overrun = replay_array_arg(fcinfo, names, PACER_ARG_OVERRUN, false,
+								   PG_INT64_MAX, &ncycles);
+		alloc = replay_array_arg(fcinfo, names, PACER_ARG_ALLOC, false,
+								 PG_UINT32_MAX, &ncycles);
+		backend = replay_array_arg(fcinfo, names, PACER_ARG_BACKEND, false,
+								   PG_INT64_MAX, &ncycles);
+		restarted = replay_bool_array_arg(fcinfo, names, PACER_ARG_RESTARTED,
+										  ncycles);
+		sliced = replay_bool_array_arg(fcinfo, names, PACER_ARG_SLICED,
+									   ncycles);
 	}
 
 	text = replay_text_arg(fcinfo, names, PACER_ARG_MULTIPLIER);
@@ -704,7 +828,8 @@ bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
 		replay_scalar_arg(fcinfo, names, PACER_ARG_NBUFFERS,
 						  true, 16, INT_MAX / 2);
 	params.write_rate = replay_scalar_arg(fcinfo, names, PACER_ARG_RATE,
-										  false, 0, 1000000) *
+										  false, 0,
+										  BGW_JIT_MAX_WRITE_RATE_MAX) *
 		(1024.0 * 1024.0 / BLCKSZ);
 	params.maxpages = replay_scalar_arg(fcinfo, names, PACER_ARG_MAXPAGES,
 										true, -1, INT_MAX / 2);
@@ -718,6 +843,25 @@ bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
 	state.planned_ms = replay_scalar_arg(fcinfo, names,
 										 PACER_ARG_START_PLANNED,
 										 false, 0, 1e7);
+	/* the start row's plan: was its lead already at its cap? */
+	state.lead_saturated = (state.planned_ms > 0 &&
+							state.planned_ms <= PACER_MIN_SLEEP_MS &&
+							state.margin * state.hand_rate *
+							state.planned_ms / 1000.0 >=
+							PACER_LEAD_MAX_FRACTION * params.nbuffers);
+	/* the backends' writes as the start row saw them, right after a change */
+	if (PG_NARGS() > PACER_ARG_START_BACKEND &&
+		!PG_ARGISNULL(PACER_ARG_START_BACKEND))
+	{
+		int64		seen = PG_GETARG_INT64(PACER_ARG_START_BACKEND);
+
+		if (seen < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("start_backend_writes must not be negative")));
+		state.backend_valid = true;
+		state.backend_seen = (uint64) seen;
+	}
 
 	InitMaterializedSRF(fcinfo, 0);
 
@@ -731,13 +875,19 @@ bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
 
 		CHECK_FOR_INTERRUPTS();
 
-		if (woken && woken[i])
+		if ((woken && woken[i]) || (restarted && restarted[i]))
 			pacer_restart(&state);
 		in.elapsed_us = elapsed[i];
 		in.hand_moved = moved[i];
 		in.evicted = evicted ? (int) evicted[i] : 0;
 		in.redirtied = redirtied ? (int) redirtied[i] : 0;
+		in.overrun = overrun ? overrun[i] : 0;
+		in.alloc = alloc ? (uint32) alloc[i] : 0;
+		in.backend_known = (backend != NULL);
+		in.backend_writes = backend ? (uint64) backend[i] : 0;
 		pacer_plan(&state, &params, &in, &plan);
+		if (sliced && sliced[i])
+			plan.sleep_ms = pacer_shorten_sleep(&state, SCAN_SLICE_SLEEP_MS);
 		if (written)
 			pacer_charge(&state, &params, (int) written[i]);
 
@@ -749,10 +899,15 @@ bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
 		values[c++] = Int32GetDatum(plan.sleep_ms);
 		values[c++] = Int32GetDatum(plan.lead_target);
 		values[c++] = Int32GetDatum(plan.min_scan);
-		nulls[c] = (plan.write_budget == PG_INT32_MAX);
 		values[c++] = Int32GetDatum(plan.write_budget);
+		/* from 1.3 */
+		values[c++] = Float8GetDatum(plan.misses);
+		values[c++] = Int32GetDatum(plan.idle_pages);
+		values[c++] = Float8GetDatum(plan.write_rate);
 		Assert(c == REPLAY_PACER_COLS);
 
+		/* (earlier versions' SQL asks for fewer columns) */
+		Assert(rsinfo->setDesc->natts <= REPLAY_PACER_COLS);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 

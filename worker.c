@@ -31,13 +31,12 @@
 #include "postgres.h"
 
 #include <math.h>
-#include <sched.h>
 #include <signal.h>
-#include <sys/resource.h>
 #include <time.h>
 
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "portability/instr_time.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/bgwriter.h"
 #include "postmaster/interrupt.h"
@@ -56,6 +55,7 @@
 #include "compat.h"
 #include "estimator.h"
 #include "pacer.h"
+#include "scan.h"
 
 /*
  * Sleep while hibernating.  Statement starts wake the worker at once; this
@@ -65,11 +65,22 @@
 #define HIBERNATE_MS	1000
 
 /*
- * Idle cycles must span this long before the worker hibernates, so that a
- * trickle of statements that allocate nothing (a cached read-only load)
- * wakes it a few times a second, not once per statement.
+ * Idle cycles must span this long before the worker hibernates; after a
+ * statement woke it for nothing, it sleeps HIBERNATE_REARM_MS before it
+ * listens to statements again.  Together they bound the wake-ups of a
+ * cached read-only load to about four a second.
  */
 #define HIBERNATE_AFTER_MS	1000
+#define HIBERNATE_REARM_MS	500
+
+/*
+ * After an ERROR the worker sleeps this long, as core's writer does, and
+ * logs at most one error per ERROR_LOG_INTERVAL_S: a persistent write
+ * failure (a full tablespace, a file it may not write) repeats at every
+ * lap of the pool.
+ */
+#define ERROR_SLEEP_MS			1000
+#define ERROR_LOG_INTERVAL_S	60
 
 /* What a cycle hands to publish_cycle(). */
 typedef struct CycleResult
@@ -82,66 +93,84 @@ typedef struct CycleResult
 	bool		hibernate;		/* idle for HIBERNATE_AFTER_MS: sleep long */
 	int			strategy_buf_id;
 	TimestampTz bgwriter_reset; /* pg_stat_bgwriter.stats_reset at start */
+	uint64		backend_writes; /* others' writes as read at the start */
+	TimestampTz backend_read_at;	/* when they were read */
+	int64		cpu_start_us;
 } CycleResult;
 
 /* Set by handle_sigterm() when the postmaster itself asked us to stop. */
 static volatile sig_atomic_t shutdown_by_postmaster = false;
 
+/*
+ * The cycle under way.  An ERROR in the middle of it (a failed write)
+ * still publishes what it did up to there.
+ */
+static CycleResult cycle;
+static bool cycle_running = false;
+
 /* State carried between cycles, private to the worker. */
 static bool hand_valid = false;
 static int	prev_strategy_buf_id;
 static uint32 prev_strategy_passes;
-static int64 hand_position;		/* cumulative clock-hand movement */
-
 /*
- * The cleaner's frontier in the same coordinate as hand_position: the
- * next buffer to examine is clean_position mod NBuffers, and the buffers
- * between the hand and the frontier have been scanned since the hand last
- * passed them.
+ * The hand's position counted in buffers passed since buffer 0 of pass 0,
+ * as first read and then advanced by its movement, so that a position mod
+ * NBuffers is a buffer id (the scan's frontier is kept in the same unit).
  */
-static bool cleaner_valid = false;
-static int64 clean_position;
+static int64 hand_position;
 
-static int	all_next_to_clean = 0;	/* the all-buffers scan's position */
-
-static JitState jit_state;
 static PacerState pacer_state;
 static AllocTracker alloc_tracker;
-static WritebackContext wb_context;
 static int	flush_after;		/* bgw_jit.flush_after, -1 resolved */
 
-static TimestampTz prev_cycle_at = 0;
+/* Intervals are measured on the monotonic clock: the wall clock can step. */
+static instr_time prev_cycle_start;
+static bool prev_cycle_valid = false;
+static bool idle_valid = false; /* idle_since is set */
+static instr_time idle_since;	/* first of the current idle cycles */
 static bool was_hibernating = false;
-static TimestampTz idle_since = 0;	/* first of the current idle cycles */
 static bool timed_out = true;	/* the last sleep ended by its timeout */
 static int	prev_evicted = 0;	/* judgements of the previous cycle */
 static int	prev_redirtied = 0;
+static bool pacer_restarted = false;	/* since the last cycle */
+
+/*
+ * bgw_jit.cpu_priority as last asked for, and as in force: a change the
+ * system refused is not retried until the setting changes again.
+ */
+static int	requested_cpu_priority = BGW_JIT_CPU_PRIORITY_NORMAL;
 static int	applied_cpu_priority = BGW_JIT_CPU_PRIORITY_NORMAL;
 static int	base_nice = 0;		/* the nice value the worker started with */
+
+/* Rate limit of the error log. */
+static bool error_logged = false;
+static instr_time error_logged_at;
+static int	errors_not_logged = 0;
 
 static void set_signal_handlers(void);
 static void warn_if_builtin_cleaner(void);
 static void apply_cpu_priority(void);
+static bool error_log_due(void);
+static void recover_from_error(MemoryContext cycle_context);
 static void pacer_params(PacerParams *params);
-static void run_cycle(CycleResult *result);
-static void clean_ahead(uint32 recent_alloc, int64 strategy_delta,
-						const PacerPlan *plan, CycleResult *result);
-static void scan_all_buffers(BgwJitCycle *e);
+static void run_cycle(void);
+static void finish_cycle(bool idle);
 static void publish_cycle(CycleResult *result, uint64 backend_writes);
 static void fold_bgwriter_share(BgwJitShared *s, CycleResult *result,
 								uint64 backend_writes);
 static void fold_cycle(BgwJitShared *s, CycleResult *result,
 					   uint64 backend_writes);
-static int64 thread_cpu_us(void);
+static double ms_since(instr_time start);
+static void restart_pacer(void);
 
 #ifndef WIN32
 /*
  * SIGTERM: a shutdown request, as SignalHandlerForShutdownRequest(), and
  * note whether it came from the postmaster.  Only then is it a shutdown
  * of the server (or an explicit worker termination), after which exit
- * code 0 correctly unregisters us.  From a backend (pg_terminate_backend)
- * or any other process we exit with code 1 and are restarted: the cleaner
- * is part of the server's configuration, not a session to end.
+ * code 0 correctly unregisters us.  From any other process (kill -TERM)
+ * we exit with code 1 and are restarted: the cleaner is part of the
+ * server's configuration, not a session to end.
  */
 static void
 handle_sigterm(int signo, siginfo_t *info, void *context)
@@ -158,9 +187,8 @@ handle_sigterm(int signo, siginfo_t *info, void *context)
 #endif
 
 /*
- * Replace the backend-style handlers a bgworker with a database
- * connection starts with: die() would turn SIGTERM into a FATAL, and
- * StatementCancelHandler SIGINT into an ERROR, both ending the worker.
+ * Replace bgworker_die(), which would turn SIGTERM into a FATAL; SIGINT
+ * is ignored, as there is no statement to cancel.
  */
 static void
 set_signal_handlers(void)
@@ -201,50 +229,117 @@ warn_if_builtin_cleaner(void)
  * is lower still) for low, SCHED_IDLE for idle, the server's nice value
  * for normal.  Lowering always works; raising it again needs CAP_SYS_NICE
  * (or RLIMIT_NICE), so without it the worker stays where it is until it
- * restarts.
+ * restarts.  The setting's check hook refuses what the platform lacks.
  */
 static void
 apply_cpu_priority(void)
 {
-	struct sched_param param;
-	bool		idle = (bgw_jit_cpu_priority == BGW_JIT_CPU_PRIORITY_IDLE);
-	int			nice_value = (bgw_jit_cpu_priority == BGW_JIT_CPU_PRIORITY_LOW) ?
-		Max(base_nice, BGW_JIT_LOW_PRIORITY_NICE) : base_nice;
+	int			wanted = bgw_jit_cpu_priority;
 
-	if (bgw_jit_cpu_priority == applied_cpu_priority)
+	if (wanted == requested_cpu_priority)
 		return;
+	requested_cpu_priority = wanted;
 
-	/* the nice value means nothing under SCHED_IDLE: leave it alone */
-	memset(&param, 0, sizeof(param));
-	if (sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &param) != 0 ||
-		(!idle && setpriority(PRIO_PROCESS, 0, nice_value) != 0))
+	if (!compat_set_cpu_priority(wanted == BGW_JIT_CPU_PRIORITY_IDLE,
+								 (wanted == BGW_JIT_CPU_PRIORITY_LOW) ?
+								 Max(base_nice, BGW_JIT_LOW_PRIORITY_NICE) :
+								 base_nice))
 	{
 		ereport(WARNING,
 				(errmsg("could not change the CPU priority of the bgw_jit worker to \"%s\": %m",
-						bgw_jit_cpu_priority_name(bgw_jit_cpu_priority)),
+						bgw_jit_cpu_priority_name(wanted)),
 				 errdetail("The worker keeps CPU priority \"%s\".",
 						   bgw_jit_cpu_priority_name(applied_cpu_priority)),
 				 errhint("Raising the priority again takes effect when the server restarts.")));
-		/* don't retry every cycle */
-		bgw_jit_cpu_priority = applied_cpu_priority;
 		return;
 	}
-	applied_cpu_priority = bgw_jit_cpu_priority;
+	applied_cpu_priority = wanted;
+}
+
+/* Whether an error now may be logged (see ERROR_LOG_INTERVAL_S). */
+static bool
+error_log_due(void)
+{
+	instr_time	now;
+
+	if (error_logged && ms_since(error_logged_at) < ERROR_LOG_INTERVAL_S * 1000.0)
+		return false;
+	INSTR_TIME_SET_CURRENT(now);
+	error_logged_at = now;
+	error_logged = true;
+	return true;
+}
+
+/*
+ * After an ERROR: release what the failed cycle held in the order core's
+ * writer does (LWLocks, the I/O in progress, then buffer pins: on 15 the
+ * I/O must be aborted while the buffer is still pinned), publish what the
+ * cycle did, and carry on in this process with the controller's state
+ * intact.  Called with the error still current, from the sigsetjmp block.
+ */
+static void
+recover_from_error(MemoryContext cycle_context)
+{
+	bool		logged;
+
+	/* since not using PG_TRY, reset the error stack by hand */
+	error_context_stack = NULL;
+	HOLD_INTERRUPTS();
+
+	logged = error_log_due();
+	if (logged)
+		EmitErrorReport();
+	else
+		errors_not_logged++;
+
+	compat_release_after_error();
+
+	MemoryContextSwitchTo(TopMemoryContext);
+	FlushErrorState();
+	MemoryContextReset(cycle_context);
+	scan_reset_writeback(&flush_after);
+
+	RESUME_INTERRUPTS();
+
+	if (logged && errors_not_logged > 0)
+	{
+		ereport(LOG,
+				(errmsg("the bgw_jit worker did not log %d earlier errors",
+						errors_not_logged),
+				 errdetail("The worker logs at most one error every %d seconds.",
+						   ERROR_LOG_INTERVAL_S)));
+		errors_not_logged = 0;
+	}
+
+	if (cycle_running)
+		finish_cycle(false);
+
+	/* a write error is likely to repeat: not as fast as we can */
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 ERROR_SLEEP_MS, PG_WAIT_EXTENSION);
+	ResetLatch(MyLatch);
+	compat_smgr_free_all();
+
+	/* the sleep says nothing about the load */
+	restart_pacer();
+	idle_valid = false;
 }
 
 void
 bgw_jit_main(Datum main_arg)
 {
+	sigjmp_buf	local_sigjmp_buf;
 	MemoryContext cycle_context;
 
 	set_signal_handlers();
 	BackgroundWorkerUnblockSignals();
 
-	/* No database: we only touch shared buffers, but appear as a backend. */
-	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
-	pgstat_report_appname("bgw_jit");
-
-	/* Without a resource owner the first pin would crash. */
+	/*
+	 * No database connection: the worker touches only shared buffers, and
+	 * so runs from postmaster start, through crash and archive recovery
+	 * and on standbys, as core's writer does.  A resource owner it needs:
+	 * without one the first pin would crash.
+	 */
 	CreateAuxProcessResourceOwner();
 
 	/*
@@ -254,20 +349,10 @@ bgw_jit_main(Datum main_arg)
 	SetConfigOption("stats_fetch_consistency", "none",
 					PGC_SUSET, PGC_S_OVERRIDE);
 
-	/*
-	 * No error handler of our own: on ERROR, the bgworker code's handler
-	 * logs it and exits with code 1, so the postmaster restarts us after
-	 * bgw_restart_time without a crash restart.  On the way out,
-	 * shmem_exit() releases LWLocks (a buffer content lock) first, the
-	 * auxiliary resource owner our buffer pins, and AtProcExit_Buffers()
-	 * any I/O in progress.
-	 */
-
 	cycle_context = AllocSetContextCreate(TopMemoryContext,
 										  "bgw_jit cycle",
 										  ALLOCSET_DEFAULT_SIZES);
 
-	jit_state_init(&jit_state);
 	{
 		PacerParams params;
 
@@ -276,23 +361,48 @@ bgw_jit_main(Datum main_arg)
 	}
 	alloc_tracker_init(&alloc_tracker);
 	flush_after = 0;
-	WritebackContextInit(&wb_context, &flush_after);
+	scan_init(&flush_after);
 	bgw_jit_shared->worker_latch = MyLatch;
+	bgw_jit_shared->worker_pid = MyProcPid;
+	before_shmem_exit(bgw_jit_clear_worker_pid, (Datum) 0);
 
 	ereport(LOG, (errmsg("bgw_jit worker started")));
 	warn_if_builtin_cleaner();
 	errno = 0;
-	base_nice = getpriority(PRIO_PROCESS, 0);
+	base_nice = compat_get_nice();
 	if (errno != 0)
 		base_nice = 0;
 	apply_cpu_priority();
 
+	/*
+	 * The startup process restores the cumulative statistics (after a
+	 * crash: resets them) first thing; until then they read as zeros,
+	 * pg_stat_bgwriter.stats_reset included.  Read none of them before, or
+	 * the restored counts would look like a burst of allocations and a new
+	 * statistics period.
+	 */
+	while (compat_bgwriter_stats_reset() == 0 && !ShutdownRequestPending)
+	{
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+
+	/*
+	 * An ERROR comes back here, as in core's writer: the worker stays, and
+	 * so do its estimates and its pace.
+	 */
+	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
+		recover_from_error(cycle_context);
+	PG_exception_stack = &local_sigjmp_buf;
+
 	while (!ShutdownRequestPending)
 	{
-		CycleResult result;
-		MemoryContext oldcontext;
 		bool		armed;
 		int			rc;
+		int			sleep_ms;
 
 		CHECK_FOR_INTERRUPTS();
 
@@ -311,9 +421,9 @@ bgw_jit_main(Datum main_arg)
 		flush_after = (bgw_jit_flush_after >= 0) ? bgw_jit_flush_after :
 			bgwriter_flush_after;
 
-		oldcontext = MemoryContextSwitchTo(cycle_context);
-		run_cycle(&result);
-		MemoryContextSwitchTo(oldcontext);
+		MemoryContextSwitchTo(cycle_context);
+		run_cycle();
+		MemoryContextSwitchTo(TopMemoryContext);
 		MemoryContextReset(cycle_context);
 
 		/*
@@ -323,31 +433,39 @@ bgw_jit_main(Datum main_arg)
 		compat_report_stat();
 
 		/*
-		 * An idle worker asks the next statement start to set its latch
-		 * (bgw_jit.c's hooks), so that a load arriving during a long sleep
-		 * is met at once.  Not right after such a wake-up, though, unless
-		 * idleness has lasted: statements that allocate nothing would
-		 * otherwise wake it every time.
+		 * A hibernating worker asks the next statement start to set its
+		 * latch (bgw_jit.c's hooks), so that a load arriving during the long
+		 * sleep is met at once.  A statement that allocated nothing (the
+		 * cycle it woke found the pool idle still) was a false alarm: the
+		 * worker then listens to statements again only after
+		 * HIBERNATE_REARM_MS, so that a cached read-only load wakes it a few
+		 * times a second, not once per statement.
 		 */
-		armed = result.idle && (timed_out || result.hibernate);
+		armed = false;
+		sleep_ms = cycle.entry.sleep_ms;
+		if (cycle.hibernate && !timed_out)
+			sleep_ms = HIBERNATE_REARM_MS;
+		else if (cycle.hibernate)
+		{
+			armed = true;
+			sleep_ms = Max(HIBERNATE_MS, bgw_jit_delay);
+		}
 		if (armed)
 			pg_atomic_write_u32(&bgw_jit_shared->hibernating, 1);
 		rc = WaitLatch(MyLatch,
 					   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					   result.hibernate ? Max(HIBERNATE_MS, bgw_jit_delay) :
-					   result.entry.sleep_ms,
-					   PG_WAIT_EXTENSION);
+					   sleep_ms, PG_WAIT_EXTENSION);
 		if (armed)
 			pg_atomic_write_u32(&bgw_jit_shared->hibernating, 0);
 		ResetLatch(MyLatch);
 
+		/*
+		 * After a wake-up, probe the load before trusting an idle rate; after
+		 * a hibernating sleep, judge no surprise against the planned one.
+		 */
 		timed_out = (rc & WL_TIMEOUT) != 0;
-		if (!timed_out)
-		{
-			/* load is coming: probe it before trusting an idle rate */
-			pacer_restart(&pacer_state);
-			idle_since = 0;
-		}
+		if (!timed_out || cycle.hibernate)
+			restart_pacer();
 	}
 
 	if (shutdown_by_postmaster)
@@ -376,24 +494,28 @@ pacer_params(PacerParams *params)
 
 /*
  * One cycle: read the clock hand and the allocations, let the controller
- * plan, clean ahead of the hand if enabled, publish the outcome.
+ * plan, clean ahead of the hand if enabled, publish the outcome.  Works
+ * on the file-level 'cycle'.
  */
 static void
-run_cycle(CycleResult *result)
+run_cycle(void)
 {
+	CycleResult *result = &cycle;
 	BgwJitCycle *e = &result->entry;
-	int64		cpu_start = thread_cpu_us();
+	instr_time	start;
 	int			strategy_buf_id;
 	uint32		strategy_passes;
 	int64		strategy_delta = 0;
 	uint32		recent_alloc;
-	uint64		backend_writes;
 	PacerParams params;
 	PacerInput	in;
 	PacerPlan	plan;
+	ScanLimit	limit;
 	bool		idle;
+	bool		lru_scan;		/* the LRU scan runs this cycle */
 
 	memset(result, 0, sizeof(*result));
+	result->cpu_start_us = scan_thread_cpu_us();
 
 	/*
 	 * A reset since the marks were last cleared: they judge writes of the
@@ -409,10 +531,16 @@ run_cycle(CycleResult *result)
 	if (result->cleared_marks)
 		cleaner_clear_marks();
 
+	/* the wall clock for the views, the monotonic one for the interval */
 	e->at = GetCurrentTimestamp();
-	e->elapsed_us = (prev_cycle_at != 0) ? e->at - prev_cycle_at : 0;
+	INSTR_TIME_SET_CURRENT(start);
+	e->elapsed_us = prev_cycle_valid ?
+		(int64) (ms_since(prev_cycle_start) * 1000.0) : 0;
+	prev_cycle_start = start;
+	prev_cycle_valid = true;
 	e->woken = !timed_out;
-	prev_cycle_at = e->at;
+	e->restarted = pacer_restarted;
+	pacer_restarted = false;
 
 	/* Read the hand only: passing an alloc pointer would reset the counter. */
 	strategy_buf_id = StrategySyncStart(&strategy_passes, NULL);
@@ -422,11 +550,13 @@ run_cycle(CycleResult *result)
 
 		strategy_delta = strategy_buf_id - prev_strategy_buf_id;
 		strategy_delta += (int64) passes_delta * NBuffers;
+		hand_position += strategy_delta;
 	}
+	else
+		hand_position = (int64) strategy_passes * NBuffers + strategy_buf_id;
 	prev_strategy_buf_id = strategy_buf_id;
 	prev_strategy_passes = strategy_passes;
 	hand_valid = true;
-	hand_position += strategy_delta;
 
 	recent_alloc = alloc_tracker_step(&alloc_tracker,
 									  compat_shared_buf_alloc(),
@@ -438,7 +568,8 @@ run_cycle(CycleResult *result)
 	 */
 	result->bgwriter_reset = compat_bgwriter_stats_reset();
 	/* the first reading after a reset is the new baseline */
-	backend_writes = compat_backend_writes(result->cleared_marks);
+	result->backend_writes = compat_backend_writes(result->cleared_marks,
+												   &result->backend_read_at);
 
 	result->strategy_buf_id = strategy_buf_id;
 	e->strategy = bgw_jit_strategy;
@@ -450,218 +581,93 @@ run_cycle(CycleResult *result)
 	in.hand_moved = strategy_delta;
 	in.evicted = prev_evicted;
 	in.redirtied = prev_redirtied;
+	/* the LRU scan, if it runs, finds the same overrun */
+	lru_scan = (bgw_jit_enabled && bgw_jit_lru_maxpages != 0);
+	in.overrun = lru_scan ? scan_overrun(hand_position) : 0;
+	in.alloc = recent_alloc;
+	in.backend_known = COMPAT_BACKEND_WRITES_ARE_EVICTIONS;
+	in.backend_writes = result->backend_writes;
 	pacer_plan(&pacer_state, &params, &in, &plan);
 	e->surprise = plan.surprise;
+	e->misses = plan.misses;
+	e->write_rate = plan.write_rate;
+	e->backend_writes = in.backend_known ? (int64) in.backend_writes : -1;
 	e->margin = plan.margin;
 	e->hand_rate = pacer_state.hand_rate;
 	e->lead_target = plan.lead_target;
 	e->sleep_ms = plan.sleep_ms;
 
+	/* from here on an ERROR still publishes the cycle */
+	cycle_running = true;
+
 	idle = (recent_alloc == 0 && strategy_delta == 0);
-	if (bgw_jit_enabled && bgw_jit_lru_maxpages != 0)
+	scan_limit_start(&limit, plan.rate_pages);
+	if (lru_scan)
 	{
-		clean_ahead(recent_alloc, strategy_delta, &plan, result);
+		ScanRequest req;
+
+		req.hand_position = hand_position;
+		req.strategy_delta = strategy_delta;
+		req.recent_alloc = recent_alloc;
+		req.plan = &plan;
 		result->cleaned = true;
+		scan_lru(&req, &limit, e);
 		/* idle only once the cleaner is a whole lap ahead */
 		idle &= (e->bufs_ahead + e->scanned >= NBuffers);
 	}
 	else
-	{
-		/* Like core with lru_maxpages = 0: restart at the hand later. */
-		cleaner_valid = false;
-	}
+		scan_forget_frontier();
 
 	if (bgw_jit_enabled && bgw_jit_strategy == BGW_JIT_STRATEGY_JIT_ALL &&
 		bgw_jit_all_maxpages > 0 && bgw_jit_all_percent > 0)
 	{
-		scan_all_buffers(e);
 		result->cleaned = true;
+		scan_all(&limit, e);
 	}
 
-	if (!idle)
-		idle_since = 0;
-	else if (idle_since == 0)
-		idle_since = e->at;
-	result->idle = idle;
-	result->hibernate = idle &&
-		TimestampDifferenceExceeds(idle_since, e->at, HIBERNATE_AFTER_MS);
+	/* the slice ended with work left: go on after a short sleep */
+	if (limit.out_of_time)
+	{
+		e->sliced = true;
+		idle = false;
+		e->sleep_ms = pacer_shorten_sleep(&pacer_state, SCAN_SLICE_SLEEP_MS);
+	}
 
+	finish_cycle(idle);
+}
+
+/*
+ * The end of a cycle, also of one an ERROR cut short (never idle): charge
+ * its writes, decide whether to hibernate, publish it.
+ */
+static void
+finish_cycle(bool idle)
+{
+	CycleResult *result = &cycle;
+	BgwJitCycle *e = &result->entry;
+	PacerParams params;
+
+	cycle_running = false;
+
+	if (!idle)
+		idle_valid = false;
+	else if (!idle_valid)
+	{
+		INSTR_TIME_SET_CURRENT(idle_since);
+		idle_valid = true;
+	}
+	result->idle = idle;
+	result->hibernate = idle && ms_since(idle_since) >= HIBERNATE_AFTER_MS;
+
+	pacer_params(&params);
 	pacer_charge(&pacer_state, &params, e->written + e->all_written);
 	prev_evicted = e->evicted;
 	prev_redirtied = e->redirtied;
 
-	e->smoothed_alloc = jit_state.smoothed_alloc;
-	e->smoothed_density = jit_state.smoothed_density;
-	e->cpu_us = thread_cpu_us() - cpu_start;
-	publish_cycle(result, backend_writes);
-}
-
-/*
- * Neighbours a write took along (cleaner_sync_buffer only visits them after
- * a write): add their judgements, clear *c and return how many it wrote.
- */
-static inline int
-take_combined(BgwJitCycle *e, CleanerCombined *c)
-{
-	int			written = c->written;
-
-	e->combined += written;
-	e->evicted += c->evicted;
-	e->redirtied += c->redirtied;
-	memset(c, 0, sizeof(*c));
-	return written;
-}
-
-/* Earlier writes the scan just judged. */
-static inline void
-count_judgements(BgwJitCycle *e, int outcome)
-{
-	e->evicted += (outcome & CLEANER_EVICTED) ? 1 : 0;
-	e->redirtied += (outcome & CLEANER_REDIRTIED) ? 1 : 0;
-}
-
-/*
- * The LRU scan proper; fills in result->entry.
- *
- * Self-paced jit scans until the frontier is plan->lead_target buffers
- * ahead of the hand; fixed-paced jit until core's estimate of reusable
- * buffers is found; lap a fixed share of the pool.  All stop at the write
- * budget and short of lapping the hand.
- */
-static void
-clean_ahead(uint32 recent_alloc, int64 strategy_delta,
-			const PacerPlan *plan, CycleResult *result)
-{
-	BgwJitCycle *e = &result->entry;
-	JitParams	params;
-	JitEstimate est;
-	bool		lap = (bgw_jit_strategy == BGW_JIT_STRATEGY_LAP);
-	bool		self_paced = (!lap && bgw_jit_pacing == BGW_JIT_PACING_AUTO &&
-							  bgw_jit_strategy == BGW_JIT_STRATEGY_JIT);
-	int64		lead = clean_position - hand_position;
-	int			next_to_clean;
-	int			num_to_scan;
-	int			scan_limit;
-	int			reusable_buffers;
-	CleanerCombined combined = {0};
-
-	if (!cleaner_valid || lead < 0)
-	{
-		/* Lapped by the hand, or (re)starting: clean from the hand on. */
-		if (cleaner_valid)
-		{
-			e->lapped = true;
-			e->overrun = -lead;
-		}
-		clean_position = hand_position;
-		lead = 0;
-		/* no hand movement to learn from after (re)starting */
-		if (!cleaner_valid)
-			strategy_delta = 0;
-	}
-	cleaner_valid = true;
-	e->bufs_ahead = (int) lead;
-
-	params.multiplier = plan->margin;
-	params.smoothing_samples = bgw_jit_smoothing_samples;
-	params.delay_ms = bgw_jit_delay;
-	params.scan_whole_pool_seconds = bgw_jit_scan_whole_pool_seconds;
-	params.nbuffers = NBuffers;
-	jit_estimate(&jit_state, &params, recent_alloc, strategy_delta,
-				 e->bufs_ahead, &est);
-	e->upcoming_alloc_est = est.upcoming_alloc_est;
-
-	num_to_scan = NBuffers - e->bufs_ahead;
-	if (lap)
-		num_to_scan = Min(num_to_scan,
-						  (int) ceil(NBuffers * bgw_jit_lru_percent / 100.0));
-	else if (self_paced && (strategy_delta != 0 || recent_alloc != 0))
-		num_to_scan = Min(num_to_scan,
-						  Max(plan->lead_target - e->bufs_ahead, plan->min_scan));
-
-	/*
-	 * (A self-paced cycle that saw no movement at all scans the whole lap:
-	 * the time is free, the dirty pages it finds would be written by the
-	 * next checkpoint anyway, and the worker can hibernate at once, to be
-	 * woken by the next statement instead of sleeping through its start.)
-	 */
-	scan_limit = num_to_scan;
-	reusable_buffers = est.reusable_buffers_est;
-	next_to_clean = (int) (clean_position % NBuffers);
-
-	while (num_to_scan > 0 &&
-		   (lap || self_paced || reusable_buffers < est.upcoming_alloc_est))
-	{
-		int			outcome;
-
-		if (e->written >= plan->write_budget)
-		{
-			e->hit_maxpages = true;
-			break;
-		}
-
-		/* (neighbours written along count against the budget too) */
-		outcome = cleaner_sync_buffer(next_to_clean, &wb_context, false,
-									  Min(bgw_jit_combine_limit,
-										  plan->write_budget - e->written),
-									  &combined);
-		count_judgements(e, outcome);
-		if (++next_to_clean >= NBuffers)
-			next_to_clean = 0;
-		num_to_scan--;
-
-		if (outcome & CLEANER_REUSABLE)
-			reusable_buffers++;
-		if (outcome & CLEANER_WRITTEN)
-			e->written += 1 + take_combined(e, &combined);
-
-		/* A long scan must still answer DROP DATABASE's barrier promptly. */
-		if ((num_to_scan & 1023) == 0)
-		{
-			CHECK_FOR_INTERRUPTS();
-			if (ShutdownRequestPending)
-				break;
-		}
-	}
-
-	e->scanned = scan_limit - num_to_scan;
-	clean_position += e->scanned;
-	e->reusable_found = reusable_buffers - est.reusable_buffers_est;
-	jit_refine_density(&jit_state, &params, e->scanned, e->reusable_found);
-}
-
-/*
- * The 8.x "all buffers" scan of jit+all: its own circular position, a
- * fixed share of the pool per cycle, dirty unpinned buffers written
- * whatever their usage count, to spread out checkpoint writes.
- */
-static void
-scan_all_buffers(BgwJitCycle *e)
-{
-	int			num_to_scan = (int) Min(ceil(NBuffers * bgw_jit_all_percent / 100.0),
-										NBuffers);
-
-	while (num_to_scan-- > 0 && e->all_written < bgw_jit_all_maxpages)
-	{
-		CleanerCombined combined = {0};
-		int			outcome = cleaner_sync_buffer(all_next_to_clean, &wb_context,
-												  true,
-												  Min(bgw_jit_combine_limit,
-													  bgw_jit_all_maxpages - e->all_written),
-												  &combined);
-
-		count_judgements(e, outcome);
-		if (outcome & CLEANER_WRITTEN)
-			e->all_written += 1 + take_combined(e, &combined);
-		if (++all_next_to_clean >= NBuffers)
-			all_next_to_clean = 0;
-		if ((num_to_scan & 1023) == 0)
-		{
-			CHECK_FOR_INTERRUPTS();
-			if (ShutdownRequestPending)
-				break;
-		}
-	}
+	e->smoothed_alloc = scan_jit_state()->smoothed_alloc;
+	e->smoothed_density = scan_jit_state()->smoothed_density;
+	e->cpu_us = scan_thread_cpu_us() - result->cpu_start_us;
+	publish_cycle(result, result->backend_writes);
 }
 
 /*
@@ -681,6 +687,7 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
 		s->marks_generation = result->generation;
 
 	s->strategy = e->strategy;
+	s->pacing = bgw_jit_pacing;
 	s->strategy_buf_id = result->strategy_buf_id;
 	s->last_cycle_at = e->at;
 	s->conf_load_time = PgReloadTime;
@@ -691,7 +698,7 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
 	s->cpu_priority = applied_cpu_priority;
 	if (result->cleaned)
 	{
-		s->next_to_clean = (int) (clean_position % NBuffers);
+		s->next_to_clean = scan_next_to_clean();
 		s->bufs_ahead = e->bufs_ahead;
 		s->smoothed_alloc = e->smoothed_alloc;
 		s->smoothed_density = e->smoothed_density;
@@ -783,6 +790,7 @@ fold_cycle(BgwJitShared *s, CycleResult *result, uint64 backend_writes)
 	}
 	s->backend_seen = backend_writes;
 	s->backend_seen_valid = true;
+	s->backend_read_at = result->backend_read_at;
 
 	if (!result->cleaned)
 		return;
@@ -807,12 +815,22 @@ fold_cycle(BgwJitShared *s, CycleResult *result, uint64 backend_writes)
 	}
 }
 
-static int64
-thread_cpu_us(void)
-{
-	struct timespec ts;
 
-	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-		return 0;
-	return (int64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+/* Milliseconds on the monotonic clock since 'start'. */
+static double
+ms_since(instr_time start)
+{
+	instr_time	now;
+
+	INSTR_TIME_SET_CURRENT(now);
+	INSTR_TIME_SUBTRACT(now, start);
+	return INSTR_TIME_GET_MILLISEC(now);
+}
+
+/* Restart the controller (pacer_restart()), noting it for the history. */
+static void
+restart_pacer(void)
+{
+	pacer_restart(&pacer_state);
+	pacer_restarted = true;
 }

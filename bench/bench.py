@@ -1506,7 +1506,8 @@ every configuration preloads `pg_stat_statements` (`track = all`,
 truncated, a CHECKPOINT, a reload and 1.5 s of settling, then
 `pg_stat_reset_shared('bgwriter')`, `pg_stat_statements_reset()` and
 `bgw_jit_reset()`; `/proc` of bgw_jit's worker, core's background writer
-and the checkpointer (pids from `pg_stat_activity`, asked again every run)
+and the checkpointer (pids from `pg_stat_activity`, the worker's from
+its process title in `/proc`, asked again every run)
 is read just before pgbench starts (`-n -c C -j C -T D -P 1 -l`) and just
 after it ends, then `pg_stat_statements` (and the user relations'
 sizes, for the extensions). Then one statement reads the cleaners' own

@@ -38,6 +38,26 @@ bgw_jit_require_packages() {
 	DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" install -y -qq "${missing[@]}" >/dev/null
 }
 
+# Install PostgreSQL $1's server and headers beside PG_MAJOR's (for
+# t/019_pg_upgrade.pl's old cluster), if apt offers them; false, saying
+# so, if it does not.  Debian's packages create no cluster for a major
+# older than the newest installed; one made anyway is dropped.
+bgw_jit_require_other_server() {
+	local v=$1 p candidate
+	for p in postgresql-$v postgresql-server-dev-$v; do
+		candidate=$(apt-cache policy "$p" 2>/dev/null | sed -n 's/^ *Candidate: //p')
+		if [ -z "$candidate" ] || [ "$candidate" = '(none)' ]; then
+			echo "apt offers no $p here" >&2
+			return 1
+		fi
+	done
+	bgw_jit_require_packages postgresql-$v postgresql-server-dev-$v || return 1
+	if [ -d /etc/postgresql/$v/main ] && [ "$(id -u)" -eq 0 ]; then
+		pg_dropcluster --stop "$v" main
+	fi
+	return 0
+}
+
 # The account that runs servers: postgres when we are root, else ourselves.
 if [ "$(id -u)" -eq 0 ]; then
 	BGW_JIT_USER=postgres
@@ -53,17 +73,25 @@ as_server_user() {
 	fi
 }
 
+# Copy the source tree to $1, owned by the server account (less what
+# builds and test runs leave in it).
+bgw_jit_copy_source() {
+	local dir=$1
+	mkdir -p "$dir"
+	(cd "$BGW_JIT_SRC" && tar --exclude=.git --exclude=tmp_check \
+		--exclude=tmp_check_regress --exclude=results --exclude='bench/out' \
+		--exclude=stage -cf - .) | tar -xf - -C "$dir"
+	[ "$(id -u)" -eq 0 ] && chown -R "$BGW_JIT_USER" "$dir"
+	return 0
+}
+
 # Copy the source tree to $1 (owned by the server account) and build it
 # there with warnings as errors.  Further arguments go to make (e.g. the
 # test suite's FAULT_INJECTION=1).
 bgw_jit_build() {
 	local dir=$1
 	shift
-	mkdir -p "$dir"
-	(cd "$BGW_JIT_SRC" && tar --exclude=.git --exclude=tmp_check \
-		--exclude=tmp_check_regress --exclude=results --exclude='bench/out' \
-		--exclude=stage -cf - .) | tar -xf - -C "$dir"
-	[ "$(id -u)" -eq 0 ] && chown -R "$BGW_JIT_USER" "$dir"
+	bgw_jit_copy_source "$dir"
 	as_server_user make -C "$dir" -s PG_CONFIG="$PG_CONFIG" clean >/dev/null
 	as_server_user make -C "$dir" -s PG_CONFIG="$PG_CONFIG" \
 		COPT="$BGW_JIT_CFLAGS -Werror" "$@"

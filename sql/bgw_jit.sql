@@ -21,17 +21,67 @@ SELECT attname, format_type(atttypid, atttypmod)
  WHERE attrelid = 'bgw_jit_advice'::regclass AND attnum > 0
  ORDER BY attnum;
 
--- bgw_jit_bgwriter has exactly pg_stat_bgwriter's columns (names, order,
--- types), whichever they are on this server.
-SELECT (SELECT array_agg(attname || ' ' || format_type(atttypid, atttypmod)
-                         ORDER BY attnum)
-          FROM pg_attribute
-         WHERE attrelid = 'bgw_jit_bgwriter'::regclass AND attnum > 0) =
-       (SELECT array_agg(attname || ' ' || format_type(atttypid, atttypmod)
-                         ORDER BY attnum)
-          FROM pg_attribute
-         WHERE attrelid = 'pg_stat_bgwriter'::regclass AND attnum > 0)
-       AS shaped_like_pg_stat_bgwriter;
+-- cleaner_pct = 100 * buf_clean / (buf_clean + buf_backend) and
+-- redirtied_pct = 100 * redirtied / (evicted + redirtied), rounded to 2
+-- decimals (numeric: 0.125 gives 0.13), NULL with nothing to divide:
+-- the view's own definition run over made-up counters.  (The writes of
+-- jit+all's all-buffers scan, buf_all_clean, are not in cleaner_pct.)
+CREATE TEMP TABLE made_up_stats AS SELECT * FROM bgw_jit_stats() LIMIT 0;
+INSERT INTO made_up_stats (buf_clean, buf_all_clean, buf_backend,
+                           buf_clean_evicted, buf_clean_redirtied)
+VALUES (0, 0, 0, 0, 0), (0, 0, 5, 3, 1), (1, 0, 2, 0, 2), (2, 0, 1, 2, 1),
+       (1, 100, 7, 1, 0), (7, 0, 0, 0, 0), (1, 0, 799, 0, 0),
+       (1, 0, 2000000, 1, 2);
+SELECT replace(pg_get_viewdef('bgw_jit_stats'), 'bgw_jit_stats()',
+               'pg_temp.made_up_stats') AS made_up_stats_view \gset
+CREATE TEMP VIEW made_up_view AS :made_up_stats_view
+SELECT buf_clean, buf_all_clean, buf_backend, cleaner_pct,
+       buf_clean_evicted AS evicted, buf_clean_redirtied AS redirtied,
+       redirtied_pct
+  FROM made_up_view ORDER BY buf_clean, buf_backend;
+
+-- bgw_jit_bgwriter has the same columns on every server version (15's
+-- pg_stat_bgwriter), among them every column of this server's
+-- pg_stat_bgwriter with its type.
+SELECT attname, format_type(atttypid, atttypmod)
+  FROM pg_attribute
+ WHERE attrelid = 'bgw_jit_bgwriter'::regclass AND attnum > 0
+ ORDER BY attnum;
+SELECT count(*) AS pg_stat_bgwriter_columns_missing
+  FROM pg_attribute s
+ WHERE s.attrelid = 'pg_stat_bgwriter'::regclass AND s.attnum > 0
+   AND NOT EXISTS (SELECT FROM pg_attribute v
+                    WHERE v.attrelid = 'bgw_jit_bgwriter'::regclass
+                      AND v.attname = s.attname AND v.atttypid = s.atttypid);
+-- The server's figures behind it are pg_stat_bgwriter's, and from 17
+-- pg_stat_checkpointer's; the columns no view of this server has are NULL
+-- (from 17: buffers_backend, buffers_backend_fsync; expected/bgw_jit_1.out).
+SELECT (SELECT to_jsonb(s) FROM pg_stat_bgwriter s) <@ to_jsonb(c)
+       AS core_is_pg_stat_bgwriter
+  FROM bgw_jit_core_bgwriter() c;
+CREATE FUNCTION pg_temp.core_is_pg_stat_checkpointer() RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    ok boolean := true;
+BEGIN
+    IF current_setting('server_version_num')::integer >= 170000 THEN
+        EXECUTE $q$
+            SELECT c.checkpoints_timed = k.num_timed
+                   AND c.checkpoints_req = k.num_requested
+                   AND c.checkpoint_write_time = k.write_time
+                   AND c.checkpoint_sync_time = k.sync_time
+                   AND c.buffers_checkpoint = k.buffers_written
+              FROM bgw_jit_core_bgwriter() c, pg_stat_checkpointer k
+        $q$ INTO ok;
+    END IF;
+    RETURN ok;
+END
+$$;
+SELECT pg_temp.core_is_pg_stat_checkpointer();
+SELECT key AS null_on_this_server
+  FROM bgw_jit_bgwriter v, jsonb_each(to_jsonb(v))
+ WHERE value = 'null'
+ ORDER BY key;
 -- Its share of a statistics period the worker never saw is nothing.
 SELECT buffers_clean, maxwritten_clean, coalesce(buffers_backend, 0) AS backend
   FROM bgw_jit_bgwriter('2000-01-01 00:00:00+00');
@@ -57,7 +107,14 @@ $$;
 -- The worker runs and publishes its cycles.
 SELECT pg_temp.wait_for('last_cycle_at > pg_postmaster_start_time()
                          FROM bgw_jit_stats') AS worker_published;
-SELECT backend_type FROM pg_stat_activity WHERE backend_type = 'bgw_jit';
+-- bgw_jit_stats.pid (1.3) is the worker's process id.
+SELECT pid IS NOT NULL AND pid <> pg_backend_pid() AS worker_pid_shown
+  FROM bgw_jit_stats;
+-- buf_backend_at (1.3): when the worker last read the backends' writes
+-- (from 16 it samples pg_stat_io about once a second).
+SELECT pg_temp.wait_for('buf_backend_at > pg_postmaster_start_time()
+                         AND buf_backend_at <= clock_timestamp()
+                         FROM bgw_jit_stats') AS backend_writes_read;
 -- An idle server with the defaults: nothing to advise.
 SELECT * FROM bgw_jit_advice;
 
@@ -72,6 +129,22 @@ SELECT min(h.cycle) = 1 AS numbered_from_1,
        max(h.cycle) = count(*) AS contiguous,
        bool_and(h.at >= s.stats_reset) AS all_after_reset
   FROM bgw_jit_history h, bgw_jit_stats s;
+
+-- Before any write (the worker disabled, the counters just reset) there
+-- is no share to give: cleaner_pct and redirtied_pct are NULL.
+ALTER SYSTEM SET bgw_jit.enabled = off;
+SELECT clock_timestamp() AS before_reload \gset
+SELECT pg_reload_conf();
+SELECT pg_temp.wait_for(format($$conf_load_time >= %L FROM bgw_jit_stats$$,
+                               :'before_reload')) AS reloaded;
+SELECT bgw_jit_reset();
+SELECT buf_clean, buf_all_clean, buf_backend, cleaner_pct, redirtied_pct
+  FROM bgw_jit_stats;
+ALTER SYSTEM RESET ALL;
+SELECT clock_timestamp() AS before_reload \gset
+SELECT pg_reload_conf();
+SELECT pg_temp.wait_for(format($$conf_load_time >= %L FROM bgw_jit_stats$$,
+                               :'before_reload')) AS reloaded;
 
 -- Privileges: statistics for everyone, reset only when granted.
 CREATE ROLE regress_bgw_jit_user;
@@ -222,61 +295,11 @@ SELECT cycle, smoothed_alloc, upcoming_alloc_est
   FROM bgw_jit_replay(ARRAY[1000], ARRAY[0], lru_multiplier => 0,
                       nbuffers => 4096);
 -- Against PostgreSQL's own arithmetic: core's BgBufferSync() estimate
--- transcribed from bufmgr.c (PostgreSQL 15), in real (C float) variables
--- as core declares them, with C's truncating casts.  Not our code: it
--- catches a porting error in the estimator that the worker and
--- bgw_jit_replay() would share.
-CREATE FUNCTION pg_temp.core_bgbuffersync(
-    recent_alloc bigint[], strategy_delta bigint[], bufs_ahead bigint[],
-    scanned bigint[], reusable_found bigint[], multiplier float8,
-    smoothing_samples int, delay int, scan_whole_pool_seconds int,
-    nbuffers int)
-RETURNS TABLE (cycle int, smoothed_alloc float8, smoothed_density float8,
-               reusable_buffers_est int, min_scan_buffers int,
-               upcoming_alloc_est int)
-LANGUAGE plpgsql AS $$
-DECLARE
-    s_alloc real := 0;
-    s_density real := 10.0;
-    scans_per_alloc real;
-    reusable_est int;
-    upcoming int;
-    min_scan int;
-    scan_whole_pool_milliseconds real := scan_whole_pool_seconds * 1000;
-BEGIN
-    FOR i IN 1 .. coalesce(array_length(recent_alloc, 1), 0) LOOP
-        IF strategy_delta[i] > 0 AND recent_alloc[i] > 0 THEN
-            scans_per_alloc := strategy_delta[i]::real / recent_alloc[i]::real;
-            s_density := s_density +
-                (scans_per_alloc - s_density) / smoothing_samples::real;
-        END IF;
-        reusable_est := trunc(bufs_ahead[i]::real / s_density);
-        IF s_alloc <= recent_alloc[i]::real THEN
-            s_alloc := recent_alloc[i]::real;
-        ELSE
-            s_alloc := s_alloc +
-                (recent_alloc[i]::real - s_alloc) / smoothing_samples::real;
-        END IF;
-        upcoming := trunc(s_alloc::float8 * multiplier);
-        IF upcoming = 0 THEN
-            s_alloc := 0;
-        END IF;
-        min_scan := trunc(nbuffers::real /
-                          (scan_whole_pool_milliseconds / delay::real));
-        IF upcoming < min_scan + reusable_est THEN
-            upcoming := min_scan + reusable_est;
-        END IF;
-        -- after the scan: its own density sample
-        IF scanned[i] > 0 AND reusable_found[i] > 0 THEN
-            scans_per_alloc := scanned[i]::real / reusable_found[i]::real;
-            s_density := s_density +
-                (scans_per_alloc - s_density) / smoothing_samples::real;
-        END IF;
-        RETURN QUERY SELECT i, s_alloc::float8, s_density::float8,
-                            reusable_est, min_scan, upcoming;
-    END LOOP;
-END
-$$;
+-- transcribed from bufmgr.c (PostgreSQL 15), in sql/core_bgbuffersync.sql
+-- (which t/001 and t/011 also run over the live history).
+\getenv abs_srcdir PG_ABS_SRCDIR
+\set core_bgbuffersync :abs_srcdir '/sql/core_bgbuffersync.sql'
+\i :core_bgbuffersync
 -- 3000 pseudo-random cycles (idle ones included) under several settings:
 -- every figure of every cycle must match exactly.
 SELECT setseed(0.42);
@@ -312,6 +335,26 @@ SELECT st.multiplier, st.smoothing, st.delay, st.whole,
          ON r.cycle = c.cycle
  GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4;
 
+-- Started from a recorded state, as t/001 and t/011 replay the live
+-- history: the same.
+WITH arrays AS (
+         SELECT array_agg(recent_alloc ORDER BY i) AS a,
+                array_agg(strategy_delta ORDER BY i) AS d,
+                array_agg(bufs_ahead ORDER BY i) AS b,
+                array_agg(scanned ORDER BY i) AS s,
+                array_agg((scanned * reusable_share)::bigint ORDER BY i) AS r
+           FROM cycles)
+SELECT count(*) AS cycles,
+       count(*) FILTER (WHERE (c.*)::text = (r.*)::text) AS identical
+  FROM arrays,
+       LATERAL pg_temp.core_bgbuffersync(a, d, b, s, r, 2.0, 16, 200, 120,
+                                         4096, start_smoothed_alloc => 123.5,
+                                         start_smoothed_density => 3.25) c
+       JOIN LATERAL bgw_jit_replay(a, d, b, s, r, 2.0, 16, 200, 120, 4096,
+                                   start_smoothed_alloc => 123.5,
+                                   start_smoothed_density => 3.25) r
+         ON r.cycle = c.cycle;
+
 -- Bad input: clean errors.
 SELECT * FROM bgw_jit_replay(NULL, ARRAY[0]);
 SELECT * FROM bgw_jit_replay(ARRAY[1, 2], ARRAY[0]);
@@ -342,9 +385,9 @@ SELECT min_scan_buffers = (SELECT setting::int / 600 FROM pg_settings
 
 -- ALTER EXTENSION UPDATE: already at the default version, a no-op.
 ALTER EXTENSION bgw_jit UPDATE;
-ALTER EXTENSION bgw_jit UPDATE TO '1.2';
+ALTER EXTENSION bgw_jit UPDATE TO '1.3';
 -- (there is no way back)
-ALTER EXTENSION bgw_jit UPDATE TO '1.1';
+ALTER EXTENSION bgw_jit UPDATE TO '1.2';
 ALTER EXTENSION bgw_jit UPDATE TO '0.9';
 
 -- Upgrade paths: every older version, installed and updated to the
@@ -381,6 +424,29 @@ LANGUAGE sql AS $$
 $$;
 CREATE TEMP TABLE fresh AS SELECT * FROM pg_temp.bgw_jit_objects();
 SELECT obj FROM fresh ORDER BY obj;
+-- No member names a column of a system catalog or view (1.3), so that
+-- pg_upgrade can restore them on a server version that has dropped the
+-- column: what views' rules depend on, column by column.  (1.2's do:
+-- shown below.)
+CREATE FUNCTION pg_temp.system_columns_used()
+RETURNS TABLE (member text, system_column text)
+LANGUAGE sql AS $$
+    SELECT DISTINCT m.objid::regclass::text,
+           d.refobjid::regclass::text || '.' || a.attname
+      FROM pg_depend m
+      JOIN pg_rewrite r ON r.ev_class = m.objid
+      JOIN pg_depend d ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+                      AND d.refclassid = 'pg_class'::regclass
+                      AND d.refobjsubid > 0
+      JOIN pg_class c ON c.oid = d.refobjid
+      JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = d.refobjsubid
+     WHERE m.classid = 'pg_class'::regclass
+       AND m.refclassid = 'pg_extension'::regclass
+       AND m.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'bgw_jit')
+       AND m.deptype = 'e'
+       AND c.relnamespace = 'pg_catalog'::regnamespace
+$$;
+SELECT * FROM pg_temp.system_columns_used() ORDER BY 1, 2;
 CREATE TEMP TABLE update_check (source text, path text, side text, obj text);
 DO $$
 DECLARE
@@ -437,6 +503,18 @@ SELECT strategy, buf_clean_evicted >= 0 AS evicted, pacing IS NOT NULL AS pacing
   FROM bgw_jit_stats;
 SELECT count(*) > 0 AS history_v1_1, bool_and(elapsed_us >= 0) AS v1_1_columns
   FROM bgw_jit_history;
+-- And 1.2's, whose bgw_jit_bgwriter and bgw_jit_advice name columns of
+-- pg_stat_bgwriter (those of the server it was created on) and
+-- pg_settings: what 1.3 does away with.
+DROP EXTENSION bgw_jit;
+CREATE EXTENSION bgw_jit VERSION '1.2';
+SELECT strategy, buf_combined >= 0 AS combined FROM bgw_jit_stats;
+SELECT count(*) > 0 AS history_v1_2, bool_and(combined >= 0) AS v1_2_columns
+  FROM bgw_jit_history;
+SELECT buffers_clean >= 0 AS clean, buffers_alloc >= 0 AS alloc
+  FROM bgw_jit_bgwriter;
+SELECT count(*) >= 0 AS advice_v1_2 FROM bgw_jit_advice;
+SELECT * FROM pg_temp.system_columns_used() ORDER BY 1, 2;
 -- A declaration of another width is refused, clearly.
 CREATE FUNCTION pg_temp.stats_narrow(OUT strategy text, OUT buf_clean bigint)
     RETURNS record

@@ -10,12 +10,17 @@ CREATE EXTENSION IF NOT EXISTS bgw_jit;
 -- once; the sleep doubles from 10 ms to bgw_jit.delay; the lead is
 -- margin * speed * sleep; every surprise is exactly 1, below the margin,
 -- so the margin only steps down, by (1 - 0.99) * (0.02 + 0.1 * (m - 1)).
+-- The write budget (nothing is charged here) starts with a second at the
+-- lap rate (1e6 buffers / 120 s = 8333 pages) and fills at twice the
+-- margin times the allocation rate (here one allocation per buffer the
+-- hand passes), 2 * margin * 20000 pages a second.
 SELECT cycle, hand_rate, round(surprise::numeric, 4) AS surprise,
        round(margin::numeric, 6) AS margin, sleep_ms, lead_target, min_scan,
        write_budget
   FROM bgw_jit_replay_pacer(
          ARRAY[200000, 10000, 20000, 40000, 80000, 160000, 200000, 200000],
          ARRAY[4000, 200, 400, 800, 1600, 3200, 4000, 4000],
+         recent_alloc => ARRAY[4000, 200, 400, 800, 1600, 3200, 4000, 4000],
          nbuffers => 1000000);
 
 -- No oscillation: over 500 steady cycles the margin never rises and the
@@ -72,17 +77,59 @@ SELECT cycle, margin, sleep_ms, lead_target
                             delay => 50, nbuffers => 1000000,
                             start_hand_rate => 20000, start_planned_ms => 50);
 
--- The rate budget: 8 MB/s is 1024 pages/s.  The bucket starts full (one
--- second), each cycle adds 102.4 pages and is charged what was written.
+-- The rate budget: 8 MB/s is 1024 pages/s, below the automatic rate of
+-- 100000 allocations/s.  The bucket starts with the floor's 1000 pages
+-- and holds one second; each cycle adds 102.4 pages and is charged what
+-- was written.
 SELECT cycle, write_budget
   FROM bgw_jit_replay_pacer(array_fill(100000::bigint, ARRAY[4]),
-                            array_fill(0::bigint, ARRAY[4]),
+                            array_fill(10000::bigint, ARRAY[4]),
+                            recent_alloc => array_fill(10000::bigint, ARRAY[4]),
                             written => ARRAY[1024, 102, 102, 0],
                             max_write_rate => 8, nbuffers => 4096);
 -- ...within the per-cycle cap of bgw_jit.lru_maxpages.
 SELECT cycle, write_budget
   FROM bgw_jit_replay_pacer(ARRAY[100000], ARRAY[0], max_write_rate => 8,
                             lru_maxpages => 100, nbuffers => 4096);
+
+-- Misses close the loop: the hand ran past the cleaned frontier by 5%,
+-- 0.5% and 0.05% of its movement (overrun 100, 10, 1 of 2000).  Above
+-- 0.1% the margin rises at once, by 0.25 * min(1, misses / 1%): +0.25,
+-- then +0.125; at 0.05% it only steps down as before.
+SELECT cycle, round(misses::numeric, 4) AS misses,
+       round(margin::numeric, 6) AS margin
+  FROM bgw_jit_replay_pacer(array_fill(100000::bigint, ARRAY[4]),
+                            array_fill(2000::bigint, ARRAY[4]),
+                            overrun => ARRAY[0, 100, 10, 1],
+                            nbuffers => 100000, start_hand_rate => 20000,
+                            start_planned_ms => 100);
+-- From 16 the backends' own writes of dirty victims count too, over the
+-- allocations since they last moved, but only over a stretch in which the
+-- hand also ran past the frontier: the first 40 (no overrun) are not a
+-- miss the margin could have spared; the next 40 over 4000 allocations,
+-- with an overrun of 5 in between, are 1%.
+SELECT cycle, round(misses::numeric, 4) AS misses
+  FROM bgw_jit_replay_pacer(array_fill(100000::bigint, ARRAY[4]),
+                            array_fill(2000::bigint, ARRAY[4]),
+                            overrun => ARRAY[0, 0, 5, 0],
+                            recent_alloc => array_fill(2000::bigint, ARRAY[4]),
+                            backend_writes => ARRAY[0, 40, 40, 80],
+                            nbuffers => 100000, start_hand_rate => 20000,
+                            start_planned_ms => 100);
+-- With no movement, an idle cycle writes at the decaying allocation rate
+-- or one lap per scan_whole_pool_seconds, whichever is more, per sleep:
+-- 20000 allocations/s (the first cycle: 4000 pages a 200 ms sleep),
+-- decaying over 16 cycles of 200 ms, are 18750/s at the second, 3750
+-- pages; the hand passing ten times as many buffers does not count.
+SELECT cycle, round(hand_rate) AS hand_rate, sleep_ms, idle_pages
+  FROM bgw_jit_replay_pacer(ARRAY[200000, 200000, 200000],
+                            ARRAY[40000, 0, 0],
+                            recent_alloc => ARRAY[4000, 0, 0],
+                            nbuffers => 1000000, start_hand_rate => 200000,
+                            start_planned_ms => 200);
+SELECT cycle, idle_pages
+  FROM bgw_jit_replay_pacer(ARRAY[200000], ARRAY[0], nbuffers => 1000000,
+                            start_planned_ms => 200);
 
 -- An early wake-up (woken) forgets the plan: no surprise is judged and the
 -- sleep starts again from 10 ms.
@@ -121,7 +168,7 @@ ALTER SYSTEM SET bgw_jit.lru_multiplier = 0;
 ALTER SYSTEM RESET bgw_jit.lru_multiplier;
 ALTER SYSTEM SET bgw_jit.pacing = 'slow';
 ALTER SYSTEM SET bgw_jit.max_write_rate = -1;
-ALTER SYSTEM SET bgw_jit.max_write_rate = 1000001;
+ALTER SYSTEM SET bgw_jit.max_write_rate = 100001;
 ALTER SYSTEM SET bgw_jit.lru_maxpages = -2;
 ALTER SYSTEM SET bgw_jit.cpu_priority = 'realtime';
 SELECT name, setting, vartype, enumvals

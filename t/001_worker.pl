@@ -1,14 +1,17 @@
 # The live worker under load: it cleans and is not stopped by a cancel,
-# its history holds what the estimator and the allocation count used, it
-# reports its statistics while running, it obeys reloads, never raises
-# usage counts, backs off when idle, restarts after pg_terminate_backend
-# and stops quietly at a fast shutdown.
+# its history holds what the estimator and the allocation count used (and
+# core's arithmetic gives the same), it reports its statistics while
+# running, buf_backend counts exactly the other processes' writes, it
+# obeys reloads, never raises usage counts, backs off when idle, restarts
+# after a SIGTERM that is not the postmaster's and stops quietly at a
+# fast shutdown.
 use strict;
 use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 
 use FindBin;
 use lib $FindBin::RealBin;
@@ -24,9 +27,9 @@ my $node = start_bgw_jit_node(
 	conf => "wal_writer_delay = 10s\nwal_writer_flush_after = 1GB\n",
 	extensions => ['pg_buffercache']);
 
-# --- the worker is there, as its own backend type ---
+# --- the worker is there, a child of the postmaster named bgw_jit ---
 my $pid = wait_for_worker($node);
-ok($pid, "worker runs with backend_type bgw_jit (pid $pid)");
+ok($pid, "worker runs (pid $pid)");
 
 # --- 18+: the library names itself and its version ---
 SKIP:
@@ -42,17 +45,16 @@ SKIP:
 		'pg_get_loaded_modules() shows bgw_jit with the extension\'s version');
 }
 
-# --- under load it cleans, and pg_cancel_backend does not stop it ---
+# --- under load it cleans, and SIGINT (a cancel) does not stop it ---
 $node->safe_psql('postgres',
 	"SELECT pg_stat_reset_shared('bgwriter'), bgw_jit_reset()");
-is($node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)"),
-	't', 'pg_cancel_backend signalled the idle worker');
+is(kill('INT', $pid), 1, 'SIGINT sent to the idle worker');
 my $load = start_update_load($node, clients => 2, seconds => 6,
 	scale => $scale);
 $node->poll_query_until('postgres',
 	'SELECT buf_clean > 0 FROM bgw_jit_stats')
   or die 'worker never wrote';
-$node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
+kill 'INT', $pid;
 my $written_at_cancel =
   $node->safe_psql('postgres', 'SELECT buf_clean FROM bgw_jit_stats');
 $load->finish;
@@ -168,48 +170,148 @@ my $replay = $node->safe_psql(
 my ($replayed, $matching) = split /\|/, $replay;
 cmp_ok($replayed, '>', 50, "replayed $replayed cycles of history");
 is($matching, $replayed, 'replay reproduces every cycle exactly');
+# bgw_jit_replay() runs the worker's own estimator code; the same cycles
+# through core's arithmetic, transcribed independently in PL/pgSQL, must
+# give the same figures.
+my ($core_replayed, $core_matching, $core_first) = replay_core_estimator(
+	$node,
+	cycles => 'SELECT * FROM bgw_jit_history ORDER BY cycle DESC LIMIT 300',
+	multiplier => 4.0, smoothing => 16, delay => 20, whole => 120);
+cmp_ok($core_replayed, '>', 50,
+	"replayed $core_replayed cycles of history through core's arithmetic");
+is($core_matching, $core_replayed,
+	"core's BgBufferSync() arithmetic reproduces every cycle exactly")
+  or diag("first difference: $core_first");
 
 # --- statistics: reported while running, not only at exit ---
-# The worker's writes flush WAL (the WAL writer lags 10 s here), counted
-# in pg_stat_wal.wal_write (18+: pg_stat_io) by the worker.  Once it has
-# nothing more to write and has had a second to report, terminating it
-# must add nothing:
-# a worker that reported only at exit adds everything it ever flushed.
+# The worker flushes WAL up to a page's LSN before writing the page, and
+# counts those WAL writes in pg_stat_wal.wal_write (18+: pg_stat_io).  With
+# the WAL writer stopped (SIGSTOP) and commits asynchronous, no other
+# process writes WAL, so the count can rise only by the worker's writes:
+# it must rise while the worker runs (its once-a-second report).  The page
+# is dirtied with cleaning off and written by the all-buffers scan, which
+# writes whatever the usage count.  Once that report has come, terminating
+# the worker must add nothing (at most 2, for pages our own queries dirty
+# by setting hint bits, whose WAL the worker flushes too): a worker that
+# reported only at exit adds everything it flushed.
+my $wal_writes = wal_writes_sql($node);
+my $wal_sql = "SELECT $wal_writes";
+my $walwriter = $node->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'");
+ok($walwriter, "the WAL writer runs (pid $walwriter)");
+set_conf($node, 'bgw_jit.enabled = off', "bgw_jit.strategy = 'jit+all'",
+	'bgw_jit.all_percent = 100', 'bgw_jit.all_maxpages = 100000');
 $node->safe_psql('postgres', 'CHECKPOINT');
-my $t = $node->safe_psql('postgres',
-	"SELECT clock_timestamp() + interval '1.5 s'");
-wait_for_cycle_after($node, $t);
-wait_for_cycle_after($node,
-	$node->safe_psql('postgres', 'SELECT clock_timestamp()'));
-my $wal_before = $node->safe_psql('postgres', 'SELECT ' . wal_writes_sql($node));
-$node->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
-$node->poll_query_until('postgres',
-	"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $pid")
-  or die 'the worker did not exit';
-my $wal_after = $node->safe_psql('postgres', 'SELECT ' . wal_writes_sql($node));
+END { kill 'CONT', $walwriter if $walwriter; }
+ok(stop_while_waiting($walwriter), 'the WAL writer stopped while it waited');
+$node->safe_psql('postgres', q{
+	CREATE TABLE wal_probe AS
+	SELECT bufferid, reldatabase, relfilenode, relforknumber, relblocknumber
+	FROM pg_buffercache WHERE false;
+	UPDATE pgbench_branches SET bbalance = bbalance + 1;
+	INSERT INTO wal_probe
+	SELECT bufferid, reldatabase, relfilenode, relforknumber, relblocknumber
+	FROM pg_buffercache
+	WHERE relfilenode = pg_relation_filenode('pgbench_branches')
+	  AND relforknumber = 0 AND isdirty});
+# (that session's own WAL statistics reach pgstat when it ends)
+$node->poll_query_until('postgres', q{
+	SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'client backend'})
+  or die 'the sessions did not end';
+my $wal_start = $node->safe_psql('postgres', $wal_sql);
+my $probe = watched_sql('wal_probe');
+cmp_ok(query_hash($node, $probe)->{dirty}, '>', 0,
+	'a dirty page whose WAL nobody has written');
+set_conf($node, 'bgw_jit.enabled = on');
+ok( $node->poll_query_until('postgres', qq{
+		SELECT w.dirty = 0 AND w.same_page > 0 AND $wal_writes > $wal_start
+		FROM ($probe) w}),
+	'the running worker wrote the page and reported the WAL writes that took');
+my $wal_before = $node->safe_psql('postgres', $wal_sql);
+note("WAL writes: $wal_start before the worker wrote, $wal_before after");
+is($node->safe_psql('postgres', 'SELECT pid FROM bgw_jit_stats'),
+	$pid, 'bgw_jit_stats.pid is the worker\'s process id');
+kill 'TERM', $pid;
+# (the postmaster restarts it 5 s after it exits)
+ok($node->poll_query_until('postgres', 'SELECT pid IS NULL FROM bgw_jit_stats'),
+	'bgw_jit_stats.pid is NULL once the worker has exited');
+wait_for_exit($pid) or die 'the worker did not exit';
+my $wal_after = $node->safe_psql('postgres', $wal_sql);
 cmp_ok($wal_after - $wal_before, '<=', 2,
 	"the exiting worker had no WAL statistics left to report "
 	  . "(wal_write $wal_before -> $wal_after)");
+kill 'CONT', $walwriter;
+
+# Stop process $pid with SIGSTOP while it sleeps in the system call it
+# spends its idle time in (the commonest of /proc/PID/syscall's readings),
+# not in the middle of a write holding a lock others need.  Where that file
+# cannot be read (ptrace restricted), stop it anyway: idle after a
+# checkpoint, it is all but certainly asleep.
+sub stop_while_waiting
+{
+	my ($pid) = @_;
+	my $syscall = sub {
+		open(my $fh, '<', "/proc/$pid/syscall") or return '';
+		my ($nr) = split / /, <$fh> // '';
+		return $nr // '';
+	};
+	my %seen;
+	$seen{ $syscall->() }++ for 1 .. 20;
+	my ($idle) = sort { $seen{$b} <=> $seen{$a} } keys %seen;
+	if ($idle eq '')
+	{
+		note("/proc/$pid/syscall cannot be read: stopping $pid unchecked");
+		return kill('STOP', $pid);
+	}
+	return 0 if $idle eq 'running';
+	for (1 .. 100)
+	{
+		kill 'STOP', $pid;
+		return 1 if $syscall->() eq $idle;
+		kill 'CONT', $pid;
+		usleep(10_000);
+	}
+	return 0;
+}
 
 # --- terminated, the worker comes back ---
 my $new_pid = wait_for_worker($node, $pid);
-ok($new_pid, "worker restarted after pg_terminate_backend ($pid -> $new_pid)");
+ok($new_pid, "worker restarted after a SIGTERM from outside ($pid -> $new_pid)");
+ok( $node->poll_query_until(
+		'postgres', "SELECT pid = $new_pid FROM bgw_jit_stats"),
+	'bgw_jit_stats.pid is the new worker\'s');
 $pid = $new_pid;
 
-# --- bgw_jit.enabled = off: no writes, and backends write instead ---
-set_conf($node, 'bgw_jit.enabled = off');
-my $off0 = query_hash($node, 'SELECT buf_clean, buf_backend FROM bgw_jit_stats');
+# --- bgw_jit.enabled = off: buf_backend is core's count of backend writes ---
+# With the worker writing nothing, every write core counts as a backend
+# write is another process's: buf_backend must rise by exactly as much as
+# core's count (15: pg_stat_bgwriter.buffers_backend; from 16, pg_stat_io's
+# writes by every process type but the checkpointer and the bgwriter),
+# both read once settled.
+my $io = $node->pg_version >= 16;
+my $core = core_backend_writes_sql($node);
+my $others = core_backend_writes_sql($node, without_workers => 1);
+my $figures_sql = "SELECT buf_clean + buf_all_clean AS own, buf_backend,
+	$core AS core, $others AS others FROM bgw_jit_stats";
+set_conf($node, 'bgw_jit.enabled = off', "bgw_jit.strategy = 'jit'");
+settle_stats($node);
+my $off0 = query_hash($node, $figures_sql);
 update_load($node, clients => 2, seconds => 3, scale => $scale);
 settle_stats($node);
-my $off1 = query_hash($node, 'SELECT buf_clean, buf_backend FROM bgw_jit_stats');
-is($off1->{buf_clean}, $off0->{buf_clean}, 'disabled, the worker wrote nothing');
-cmp_ok($off1->{buf_backend}, '>', $off0->{buf_backend},
-	'and backends wrote (buf_backend rose)');
+my $off1 = query_hash($node, $figures_sql);
+my $core_rise = $off1->{core} - $off0->{core};
+is($off1->{own}, $off0->{own}, 'disabled, the worker wrote nothing');
+cmp_ok($core_rise, '>', 0, "backends wrote $core_rise pages (core's count)");
+is($off1->{buf_backend} - $off0->{buf_backend}, $core_rise,
+	'buf_backend rose by exactly as much as core\'s count of backend writes');
 
-# --- cleaning never raises a buffer's usage count ---
+# --- the worker cleaning alone: no backend write, and no usage count raised ---
 # Dirty, usage-0 buffers left by the load above; with no other activity,
 # the worker, enabled and set to lap the pool within a second, must clean
 # every one that still holds its page, and leave its usage count at 0.
+# Core counts those writes as another process's (15: a backend's; from 16
+# a background worker's), so they show in core's count; buf_backend must
+# not move, as no backend wrote.
 $node->safe_psql('postgres', q{
 	CREATE TABLE probe AS
 	SELECT bufferid, relfilenode, relblocknumber
@@ -221,9 +323,14 @@ my $same_page_sql = q{
 	FROM probe p JOIN pg_buffercache b USING (bufferid)
 	WHERE b.relfilenode = p.relfilenode
 	  AND b.relblocknumber = p.relblocknumber};
+my $cleaned_sql = "SELECT count(*) FILTER (WHERE b.isdirty) = 0 $same_page_sql";
+# (creating the probe may have made a backend write; and our queries read
+# their catalog pages back now, not while the worker cleans)
+$node->safe_psql('postgres', $cleaned_sql);
+settle_stats($node);
+my $alone0 = query_hash($node, $figures_sql);
 set_conf($node, 'bgw_jit.enabled = on', 'bgw_jit.scan_whole_pool_seconds = 1');
-ok( $node->poll_query_until('postgres',
-		"SELECT count(*) FILTER (WHERE b.isdirty) = 0 $same_page_sql"),
+ok($node->poll_query_until('postgres', $cleaned_sql),
 	'the worker cleaned every watched buffer that kept its page');
 my $kept = query_hash($node,
 	"SELECT count(*) AS same_page,
@@ -232,6 +339,18 @@ my $kept = query_hash($node,
 cmp_ok($kept->{same_page}, '>=', 0.9 * $probed,
 	"$kept->{same_page} of $probed watched buffers kept their pages");
 is($kept->{raised}, 0, 'and none of their usage counts was raised');
+settle_stats($node);
+my $alone1 = query_hash($node, $figures_sql);
+my $own_rise = $alone1->{own} - $alone0->{own};
+cmp_ok($own_rise, '>', 0, "the worker wrote $own_rise pages");
+is($alone1->{others} - $alone0->{others}, 0,
+	'16+: no backend wrote meanwhile (pg_stat_io)')
+  if $io;
+is($alone1->{core} - $alone0->{core}, $own_rise,
+	"core counted exactly the worker's writes as "
+	  . ($io ? "a background worker's" : 'backend writes (buffers_backend)'));
+is($alone1->{buf_backend}, $alone0->{buf_backend},
+	'and buf_backend did not move: the worker\'s own writes are taken out');
 
 # --- a WARNING when the built-in LRU scan is on as well ---
 my $log_offset = -s $node->logfile;

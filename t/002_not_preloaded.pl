@@ -16,9 +16,27 @@ $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION bgw_jit');
 pass('CREATE EXTENSION succeeds without preloading');
 
-is($node->safe_psql('postgres',
-		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'bgw_jit'"),
-	'0', 'no worker runs');
+# No worker: the postmaster has no child whose title names it, and the
+# log has no start-up line of it.  (Not pg_stat_activity: a worker without
+# a database connection would not show there anyway.)
+my ($postmaster) = slurp_file($node->data_dir . '/postmaster.pid') =~ /^(\d+)/;
+my @workers;
+for my $stat (glob '/proc/[0-9]*/stat')
+{
+	open(my $fh, '<', $stat) or next;
+	my ($ppid) = (<$fh> // '') =~ /^\d+ \(.*\) \S+ (\d+)/;
+	close $fh;
+	next unless defined $ppid && $ppid == $postmaster;
+	(my $cmdline = $stat) =~ s/stat$/cmdline/;
+	open($fh, '<', $cmdline) or next;
+	my $title = <$fh> // '';
+	close $fh;
+	push @workers, $title if $title =~ /bgw_jit/;
+}
+ok(glob("/proc/$postmaster/stat"), "the postmaster ($postmaster) is visible in /proc");
+is(scalar(@workers), 0, 'no worker runs') or diag("@workers");
+unlike(slurp_file($node->logfile), qr/bgw_jit worker started/,
+	'and none started');
 
 for my $query (
 	'SELECT * FROM bgw_jit_stats',
@@ -67,9 +85,15 @@ is( $node->safe_psql(
 	't',
 	'bgw_jit_replay with nbuffers NULL uses shared_buffers');
 
-# The settings are not defined, so nothing stops the server from starting.
-is($node->safe_psql('postgres', "SELECT count(*) FROM pg_settings WHERE name LIKE 'bgw_jit.%'"),
-	'0', 'no settings defined without preloading');
+# The settings are not defined, so nothing stops the server from starting:
+# not even in a session that has loaded the library (LOAD runs _PG_init,
+# which must define nothing outside the postmaster; the functions called
+# above loaded it too, but in sessions of their own).
+is( $node->safe_psql(
+		'postgres', q{
+		LOAD 'bgw_jit';
+		SELECT count(*) FROM pg_settings WHERE name LIKE 'bgw_jit.%'}),
+	'0', 'no settings defined without preloading, the library loaded');
 
 $node->safe_psql('postgres', 'DROP EXTENSION bgw_jit');
 pass('DROP EXTENSION succeeds');

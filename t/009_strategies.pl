@@ -43,6 +43,15 @@ for my $strategy ('lap', 'jit+all', 'jit')
 }
 $load->finish;
 
+# ---- planted usage-0 pages for the full jit scan below (audit, part B) ----
+# "jit left every hot page dirty" would hold for a worker that writes
+# nothing: dirty pages of usage count 0, left by a load with the LRU scan
+# off (lru_maxpages = 0, as the scan below wants anyway), must be cleaned
+# by that same scan.
+my $planted = plant_dirty_buffers($node, 'planted', scale => $scale);
+cmp_ok($planted, '>=', 100, "$planted dirty usage-0 pages planted");
+# ---- end of planted pages ----
+
 # --- jit leaves buffers in use alone; jit+all writes them ---
 # A small hot table, one row per page (fillfactor 10) so that every UPDATE
 # of all rows dirties every page again (HOT, in place): every page dirty,
@@ -74,6 +83,14 @@ cmp_ok($jit_hot->{min_usage}, '>', 0, 'hot pages are in use (usage > 0)');
 is($jit_hot->{dirty}, $jit_hot->{pages},
 	"after a full scan jit left all $jit_hot->{pages} hot pages dirty");
 
+# ---- planted usage-0 pages: cleaned by the same scan (audit, part B) ----
+my $cold = query_hash($node, watched_sql('planted'));
+cmp_ok($cold->{same_page}, '>=', 0.5 * $planted,
+	"$cold->{same_page} of $planted planted pages kept their buffers");
+is($cold->{dirty}, 0,
+	"and that scan cleaned every one of them ($cold->{cleaned} written in place)");
+# ---- end of planted pages ----
+
 # From here on the LRU scan is off: only the all-buffers scan writes.
 $node->safe_psql('postgres', 'SELECT bgw_jit_reset()');
 set_conf($node, "bgw_jit.strategy = 'jit+all'", 'bgw_jit.lru_maxpages = 0',
@@ -100,7 +117,7 @@ ok( $node->poll_query_until(
 
 # Once cleaned again and then dropped, their buffers are invalidated and
 # reused: from the buffers alone that cannot be told from an eviction, and
-# README says they count as evicted.
+# doc/internals.md says they count as evicted.
 ok( $node->poll_query_until(
 		'postgres', "SELECT dirty = 0 FROM ($hot_sql) h"),
 	'jit+all cleaned the hot pages again');

@@ -16,8 +16,9 @@ our @EXPORT = qw(new_bgw_jit_node start_bgw_jit_node pgbench_init
   update_load start_update_load
   reload_and_wait set_conf wait_for_cycle_after settle_stats
   core_backend_writes_sql wal_writes_sql query_hash wait_for_connections
-  wait_for_worker worker_pid check_integrity has_fault_injection
-  start_crash_load finish_crash_load stop_crash_load check_tpcb_invariant);
+  wait_for_worker wait_for_exit replay_pacer_mismatches worker_pid postmaster_pid check_integrity has_fault_injection
+  start_crash_load finish_crash_load stop_crash_load check_tpcb_invariant
+  postmaster_child_pid proc_io start_no_wait isready_status);
 
 # pgbench's update-only transaction: random single-row updates of
 # pgbench_accounts, the workload that makes backends evict dirty pages.
@@ -30,11 +31,15 @@ EOS
 # A cluster with data checksums, the library preloaded, the built-in LRU
 # scan off and checkpoints out of the way, so that what is measured is
 # LRU cleaning.  Extra postgresql.conf lines in $extra_conf, further
-# options for Cluster::init (e.g. allows_streaming) after it.
+# options for Cluster::init (e.g. allows_streaming) after it, and
+# install_path => DIR for a server other than the one under test (its
+# bin/ and lib/ in DIR).
 sub new_bgw_jit_node
 {
 	my ($name, $extra_conf, %init) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
+	my $install_path = delete $init{install_path};
+	my $node = PostgreSQL::Test::Cluster->new($name,
+		defined $install_path ? (install_path => $install_path) : ());
 	$node->init(extra => ['--data-checksums'], %init);
 	$node->append_conf('postgresql.conf', <<"EOC");
 shared_preload_libraries = 'bgw_jit'
@@ -167,30 +172,26 @@ sub wait_for_cycle_after
 # Bring bgw_jit_stats.buf_backend up to date.  On 15 buffers_backend
 # reaches pgstat only when the checkpointer absorbs its request queue,
 # which a reload makes it do; the worker folds the new value in at its
-# next cycle.  So: reload, then wait until buffers_backend stays the same
-# across a cycle of the worker, which has then folded exactly that value.
-# From 16 each process reports its I/O to pg_stat_io itself (a session
-# when it ends), and the worker samples it once a second, at the end of a
-# cycle, for the next cycle to fold: so wait until the count stays the
-# same across a cycle that began a second later and the cycle after it.
+# next cycle.  From 16 each process reports its I/O to pg_stat_io itself
+# (a session when it ends), and the worker samples it about once a second.
+# So: (15: reload, then) read the server's count at time t and wait until
+# buf_backend_at shows the worker has folded a reading taken after t; done
+# when the count is still the same then.
 sub settle_stats
 {
 	my ($node) = @_;
-	my $io = $node->pg_version >= 16;
 	my $count = core_backend_writes_sql($node);
-	reload_and_wait($node) unless $io;
+	reload_and_wait($node) if $node->pg_version < 16;
 	my $prev = -1;
 	for (1 .. 100)
 	{
-		my ($b, $t) = split /\|/, $node->safe_psql('postgres',
-			"SELECT $count, clock_timestamp()"
-			  . ($io ? " + interval '1 s'" : ''));
+		my ($b, $t) = split /\|/,
+		  $node->safe_psql('postgres', "SELECT $count, clock_timestamp()");
 		return if $b == $prev;
 		$prev = $b;
-		wait_for_cycle_after($node, $t);
-		wait_for_cycle_after($node,
-			$node->safe_psql('postgres', 'SELECT last_cycle_at FROM bgw_jit_stats'))
-		  if $io;
+		$node->poll_query_until('postgres',
+			"SELECT buf_backend_at > '$t' FROM bgw_jit_stats")
+		  or die 'the worker did not read the backend writes again';
 	}
 	die 'backend writes never settled';
 }
@@ -336,11 +337,110 @@ sub has_fault_injection
 	  eq '1';
 }
 
+# The bgw_jit worker's pid, or '' if none runs.  The worker has no
+# database connection, so it is not in pg_stat_activity: look for the
+# postmaster's child whose process title names it, from the kernel.
 sub worker_pid
 {
 	my ($node) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'bgw_jit'");
+	return postmaster_child_pid($node, qr/bgw_jit cleaner/);
+}
+
+# The pid of the postmaster's child whose process title (from /proc, as
+# "postgres: [cluster_name: ]title") matches $title_re, or '' if none
+# does: the worker, or the startup process ("startup recovering ..."),
+# which are not in pg_stat_activity or not while connections are refused.
+sub postmaster_child_pid
+{
+	my ($node, $title_re) = @_;
+	my $pm = postmaster_pid($node) or return '';
+	for my $stat (glob '/proc/[0-9]*/stat')
+	{
+		my ($pid) = $stat =~ m{/proc/(\d+)/stat};
+		open(my $fh, '<', $stat) or next;
+		my $line = <$fh>;
+		close $fh;
+		# pid (comm) state ppid ...; comm may hold spaces and parentheses
+		next unless defined $line && $line =~ /\) \S+ (\d+) /;
+		next unless $1 == $pm;
+		open(my $ch, '<', "/proc/$pid/cmdline") or next;
+		local $/;
+		my $cmd = <$ch> // '';
+		close $ch;
+		$cmd =~ s/\0+$//;
+		$cmd =~ s/^postgres: (?:[^:]*: )?//;
+		return $pid if $cmd =~ $title_re;
+	}
+	return '';
+}
+
+# /proc/$pid/io as a hash of field => count (rchar, wchar, syscr, syscw,
+# read_bytes, write_bytes, cancelled_write_bytes), or undef if the
+# process is gone (or $pid is empty).  The file is read in one go.
+sub proc_io
+{
+	my ($pid) = @_;
+	return undef unless $pid;
+	open(my $fh, '<', "/proc/$pid/io") or return undef;
+	local $/;
+	my $text = <$fh>;
+	close $fh;
+	return undef unless defined $text && $text =~ /wchar/;
+	my %io = $text =~ /^(\w+):\s*(\d+)$/mg;
+	return \%io;
+}
+
+# Start $node without waiting for it to accept connections (pg_ctl start
+# without -w; Cluster's start always waits), so that a test can watch
+# crash recovery.  Returns once the postmaster has written its pid file,
+# with the node's pid recorded so that its stop and teardown work.
+sub start_no_wait
+{
+	my ($node) = @_;
+	my $offset = -e $node->logfile ? -s $node->logfile : 0;
+	local $ENV{PGAPPNAME};
+	PostgreSQL::Test::Utils::system_or_bail(
+		'pg_ctl', '-W', '-D', $node->data_dir,
+		'-l', $node->logfile, '-o', '--cluster-name=' . $node->name,
+		'start');
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		if (postmaster_pid($node))
+		{
+			# (the framework's own record of the pid: start() does the same)
+			$node->_update_pid(1);
+			return;
+		}
+		my $log = -e $node->logfile ? slurp_file($node->logfile, $offset) : '';
+		BAIL_OUT('node ' . $node->name . " did not start:\n$log")
+		  if $log =~ /(?:FATAL|PANIC):/;
+		usleep(100_000);
+	}
+	BAIL_OUT('the postmaster of node ' . $node->name . ' wrote no pid file');
+}
+
+# pg_isready's exit status for $node: 0 accepting connections, 1
+# rejecting them (starting up, in crash recovery, a standby with
+# hot_standby = off), 2 no response.
+sub isready_status
+{
+	my ($node) = @_;
+	IPC::Run::run(
+		[ 'pg_isready', '-q', '-h', $node->host, '-p', $node->port ]);
+	return $? >> 8;
+}
+
+# The postmaster's pid, from postmaster.pid; undef if it is not running.
+sub postmaster_pid
+{
+	my ($node) = @_;
+	my $file = $node->data_dir . '/postmaster.pid';
+	open(my $fh, '<', $file) or return undef;
+	my $pid = <$fh>;
+	close $fh;
+	return undef unless defined $pid;
+	chomp $pid;
+	return ($pid =~ /^\d+$/ && kill(0, $pid)) ? $pid : undef;
 }
 
 # Wait until the server accepts connections again after a crash restart.
@@ -363,12 +463,310 @@ sub wait_for_connections
 sub wait_for_worker
 {
 	my ($node, $old_pid) = @_;
-	my $cond = "backend_type = 'bgw_jit'";
-	$cond .= " AND pid <> $old_pid" if defined $old_pid;
-	$node->poll_query_until('postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE $cond")
-	  or return undef;
-	return worker_pid($node);
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		my $pid = worker_pid($node);
+		return $pid if $pid && (!defined $old_pid || $pid != $old_pid);
+		usleep(100_000);
+	}
+	return undef;
 }
+
+# Wait until process $pid has gone (exited and been reaped); true if it
+# did within $seconds (default: the suite's timeout).
+sub wait_for_exit
+{
+	my ($pid, $seconds) = @_;
+	my $deadline = Time::HiRes::time() +
+	  ($seconds // $PostgreSQL::Test::Utils::timeout_default);
+	while (Time::HiRes::time() < $deadline)
+	{
+		return 1 unless kill(0, $pid);
+		usleep(50_000);
+	}
+	return 0;
+}
+
+# --- counting the worker's writes without the worker ---
+
+push @EXPORT, qw(worker_writes worker_writes_source replay_core_estimator);
+
+# Pages the bgw_jit worker has written, as counted outside bgw_jit.  From
+# 16: pg_stat_io's relation writes in normal context by background
+# workers, as reported so far (the worker reports about once a second:
+# settle_stats() first for a final figure); that row holds other
+# background workers' writes too, of which the tests run none.  On 15:
+# the write system calls of the worker process $pid (default
+# worker_pid()), /proc/PID/io's syscw, read at once: each page is one
+# pwrite, so this is exact but for any WAL the worker had to write itself
+# before a page (a call or two per flush), which only makes it larger.
+sub worker_writes
+{
+	my ($node, $pid) = @_;
+	if ($node->pg_version >= 16)
+	{
+		return $node->safe_psql('postgres',
+			'SELECT ' . core_backend_writes_sql($node, only => 'background worker'));
+	}
+	$pid //= worker_pid($node);
+	open my $fh, '<', "/proc/$pid/io" or die "/proc/$pid/io: $!";
+	my ($syscw) = join('', <$fh>) =~ /^syscw:\s*(\d+)/m;
+	close $fh;
+	die "no syscw in /proc/$pid/io" unless defined $syscw;
+	return $syscw;
+}
+
+# What worker_writes() counts, for test names.
+sub worker_writes_source
+{
+	my ($node) = @_;
+	return $node->pg_version >= 16
+	  ? "pg_stat_io's background-worker writes"
+	  : 'write calls in /proc/PID/io';
+}
+
+# Run a stretch of the live history through core's BgBufferSync()
+# arithmetic, transcribed in PL/pgSQL in sql/core_bgbuffersync.sql (which
+# the regression test also checks bgw_jit_replay() against): started from
+# the state its first cycle recorded, every later cycle must come out
+# with the smoothed_alloc, smoothed_density and upcoming_alloc_est the
+# worker recorded.  Independent of the worker's C code, unlike
+# bgw_jit_replay().  $opt{cycles}: SQL for the rows of bgw_jit_history to
+# replay, consecutive cycles of one worker in which the scan ran;
+# $opt{multiplier}: the lru_multiplier set, or undef for each cycle's
+# recorded margin (the automatic one); $opt{delay} (ms), $opt{smoothing},
+# $opt{whole} (scan_whole_pool_seconds): the settings in force.  Returns
+# (cycles replayed, cycles that match, the first that does not or '').
+sub replay_core_estimator
+{
+	my ($node, %opt) = @_;
+	require File::Basename;
+	my $file = File::Basename::dirname(__FILE__) . '/../sql/core_bgbuffersync.sql';
+	my $function = PostgreSQL::Test::Utils::slurp_file($file);
+	my $multiplier = $opt{multiplier} // 0;
+	my $margins = defined $opt{multiplier} ? 'NULL'
+	  : '(SELECT array_agg(margin ORDER BY n) FROM rest)';
+	my $out = $node->safe_psql(
+		'postgres', $function . qq{
+		WITH h AS ($opt{cycles}),
+			 first AS (SELECT * FROM h ORDER BY cycle LIMIT 1),
+			 rest AS (SELECT row_number() OVER (ORDER BY cycle) AS n, h.*
+						FROM h WHERE cycle > (SELECT cycle FROM first)),
+			 c AS (
+				SELECT c.* FROM first, pg_temp.core_bgbuffersync(
+					(SELECT array_agg(recent_alloc ORDER BY n) FROM rest),
+					(SELECT array_agg(strategy_delta ORDER BY n) FROM rest),
+					(SELECT array_agg(bufs_ahead::bigint ORDER BY n) FROM rest),
+					(SELECT array_agg(scanned::bigint ORDER BY n) FROM rest),
+					(SELECT array_agg(reusable_found::bigint ORDER BY n) FROM rest),
+					$multiplier, $opt{smoothing}, $opt{delay}, $opt{whole},
+					(SELECT setting::int FROM pg_settings
+					  WHERE name = 'shared_buffers'),
+					start_smoothed_alloc => first.smoothed_alloc,
+					start_smoothed_density => first.smoothed_density,
+					multipliers => $margins) c),
+			 cmp AS (
+				SELECT rest.cycle, c.smoothed_alloc = rest.smoothed_alloc
+					   AND c.smoothed_density = rest.smoothed_density
+					   AND c.upcoming_alloc_est = rest.upcoming_alloc_est AS same,
+					   format('cycle %s: core %s, %s, %s; recorded %s, %s, %s',
+							  rest.cycle, c.smoothed_alloc, c.smoothed_density,
+							  c.upcoming_alloc_est, rest.smoothed_alloc,
+							  rest.smoothed_density, rest.upcoming_alloc_est) AS what
+				  FROM rest JOIN c ON c.cycle = rest.n)
+		SELECT count(*), count(*) FILTER (WHERE same),
+			   coalesce((SELECT what FROM cmp WHERE NOT same
+						  ORDER BY cycle LIMIT 1), '')
+		  FROM cmp});
+	return split /\|/, $out, 3;
+}
+
+# The history with each cycle's predecessor's counts (h) and the cycle a
+# replay of the cycles after $from starts from (first): the first after
+# $from that, from 16, saw the backends' writes change (NULL
+# backend_writes, on 15, means the server does not count dirty
+# evictions), and not one its slice cut short whose lead was at its cap
+# (3/4 of the pool): its sleep is not its plan's, so the replay cannot
+# tell whether the lead was saturated, which decides whether misses raise
+# the margin.  A WITH clause, for replay_pacer_mismatches and
+# replay_start_cycle.
+sub replay_start_sql
+{
+	my ($from) = @_;
+	return qq{
+	WITH h AS (SELECT *, lag(evicted) OVER w AS pu, lag(redirtied) OVER w AS pw,
+					  lag(backend_writes) OVER w AS prev_bw
+				 FROM bgw_jit_history WINDOW w AS (ORDER BY cycle)),
+	first AS (SELECT * FROM h WHERE cycle > $from
+				 AND (NOT sliced OR lead_target < 0.75 * (SELECT setting::int FROM pg_settings
+													  WHERE name = 'shared_buffers'))
+				 AND (backend_writes IS NULL OR backend_writes <> prev_bw)
+			   ORDER BY cycle LIMIT 1)};
+}
+
+# The cycle replay_pacer_mismatches($node, $from) would start from, polled
+# for until there is one (a test that needs the replay to cover an event
+# waits for this before causing it); undef if none came in time.
+sub replay_start_cycle
+{
+	my ($node, $from) = @_;
+	my $sql = replay_start_sql($from) . ' SELECT count(*) > 0 FROM first';
+	return undef unless poll_for($node, $sql, $PostgreSQL::Test::Utils::timeout_default);
+	return $node->safe_psql('postgres', replay_start_sql($from) . ' SELECT cycle FROM first');
+}
+push @EXPORT, qw(replay_start_cycle);
+
+# Replay bgw_jit_history's cycles after cycle $from through
+# bgw_jit_replay_pacer(), started from the state of the cycle
+# replay_start_sql picks (evicted and redirtied were judged the cycle
+# before).
+# $settings: further arguments of bgw_jit_replay_pacer() (the settings
+# the cycles ran with, e.g. "delay => 50").  Returns how many cycles were
+# replayed and how many differ in sleep, lead, margin, speed or misses.
+sub replay_pacer_mismatches
+{
+	my ($node, $from, $settings) = @_;
+	$settings = defined $settings ? "$settings," : '';
+	my $out = $node->safe_psql('postgres', replay_start_sql($from) . qq{,
+	rest AS (SELECT array_agg(elapsed_us ORDER BY cycle) el,
+					array_agg(strategy_delta ORDER BY cycle) mv,
+					array_agg(written + all_written ORDER BY cycle) wr,
+					array_agg(pu ORDER BY cycle) us,
+					array_agg(pw ORDER BY cycle) wa,
+					array_agg(woken ORDER BY cycle) wk,
+					array_agg(overrun ORDER BY cycle) ov,
+					array_agg(recent_alloc ORDER BY cycle) al,
+					CASE WHEN count(backend_writes) = count(*)
+						 THEN array_agg(backend_writes ORDER BY cycle) END bw,
+					array_agg(restarted ORDER BY cycle) rs,
+					array_agg(sliced ORDER BY cycle) sl
+			   FROM h WHERE cycle > (SELECT cycle FROM first)),
+	r AS (SELECT r.* FROM rest, first,
+			bgw_jit_replay_pacer(rest.el, rest.mv, rest.wr, rest.us, rest.wa,
+								 rest.wk, $settings
+								 start_hand_rate => first.hand_rate,
+								 start_margin => first.margin,
+								 start_planned_ms => first.sleep_ms,
+								 overrun => rest.ov,
+								 recent_alloc => rest.al,
+								 backend_writes => rest.bw,
+								 restarted => rest.rs,
+								 sliced => rest.sl,
+								 start_backend_writes => first.backend_writes) r)
+	, cmp AS (SELECT h.cycle, r.sleep_ms <> h.sleep_ms OR r.lead_target <> h.lead_target
+				OR abs(r.margin - h.margin) > 1e-5
+				OR abs(r.hand_rate - h.hand_rate) > 1e-4 * h.hand_rate + 1e-3
+				OR abs(r.misses - h.misses) > 1e-5 AS differs,
+				format('cycle %s: sleep %s/%s lead %s/%s margin %s/%s rate %s/%s misses %s/%s (replayed/live)',
+					   h.cycle, r.sleep_ms, h.sleep_ms, r.lead_target, h.lead_target,
+					   r.margin, h.margin, r.hand_rate, h.hand_rate,
+					   r.misses, h.misses) AS what
+		  FROM r JOIN h ON h.cycle = r.cycle + (SELECT cycle FROM first))
+	SELECT count(*) || ' ' || count(*) FILTER (WHERE differs) || ' ' ||
+		   coalesce((SELECT what FROM cmp WHERE differs ORDER BY cycle LIMIT 1), '')
+	  FROM cmp});
+	my ($replayed, $differ, $first_diff) = split / /, $out, 3;
+	Test::More::diag("first replay difference: $first_diff") if $differ;
+	return ($replayed, $differ);
+}
+
+# --- helpers added by the test audit (part B) ---
+push @EXPORT, qw(poll_for plant_dirty_buffers watched_sql);
+
+# Poll $sql until it returns $expected ('t' by default) or $seconds of
+# wall-clock time have passed (poll_query_until's limit counts attempts,
+# each a psql start plus 0.1 s, so it cannot give a short, exact bound).
+# True if it did.
+sub poll_for
+{
+	my ($node, $sql, $seconds, $expected) = @_;
+	$expected //= 't';
+	my $deadline = Time::HiRes::time() + $seconds;
+	my $out = '';
+	while (1)
+	{
+		my ($ret, $stdout, $stderr) = $node->psql('postgres', $sql);
+		$out = $stdout;
+		return 1 if $ret == 0 && $stdout eq $expected;
+		last if Time::HiRes::time() >= $deadline;
+		usleep(100_000);
+	}
+	note("poll_for: $sql still gave '$out' after $seconds s");
+	return 0;
+}
+
+# Leave the pool with dirty, unpinned buffers of usage count 0 (the ones
+# a just-in-time scan writes): run the update load with the cleaner's
+# writes stopped (lru_maxpages = 0, which also makes the next scan start
+# at the clock hand), so that the backends' clock sweep ages what they
+# dirtied.  Records those of pgbench_accounts and its index (pages nothing
+# but the load touches, so that later statements of the test do not raise
+# their usage counts) in table $table (bufferid and page) and returns how
+# many there are.  The caller sets lru_maxpages afterwards.
+sub plant_dirty_buffers
+{
+	my ($node, $table, %opt) = @_;
+	set_conf($node, 'bgw_jit.lru_maxpages = 0');
+	update_load($node, clients => 2, seconds => $opt{seconds} // 3,
+		scale => $opt{scale});
+	$node->safe_psql('postgres', qq{
+		DROP TABLE IF EXISTS $table;
+		CREATE TABLE $table AS
+		SELECT bufferid, reldatabase, relfilenode, relforknumber, relblocknumber
+		FROM pg_buffercache
+		WHERE isdirty AND usagecount = 0 AND pinning_backends = 0
+		  AND reldatabase = (SELECT oid FROM pg_database
+							 WHERE datname = current_database())
+		  AND relfilenode IN (pg_relation_filenode('pgbench_accounts'),
+							  pg_relation_filenode('pgbench_accounts_pkey'))});
+	return $node->safe_psql('postgres', "SELECT count(*) FROM $table");
+}
+
+# SQL over the buffers recorded in $table that still hold the same page:
+# "SELECT count(*) AS same_page, count(*) FILTER (WHERE b.isdirty) AS
+# dirty ..." - so that a buffer that became clean while keeping its page
+# was written in place (only a writer that does not evict does that: the
+# cleaner or a checkpoint), never evicted by a backend.
+sub watched_sql
+{
+	my ($table) = @_;
+	return qq{
+		SELECT count(*) AS same_page,
+			   count(*) FILTER (WHERE b.isdirty) AS dirty,
+			   count(*) FILTER (WHERE NOT b.isdirty) AS cleaned
+		FROM $table p JOIN pg_buffercache b USING (bufferid)
+		WHERE b.reldatabase = p.reldatabase AND b.relfilenode = p.relfilenode
+		  AND b.relforknumber = p.relforknumber
+		  AND b.relblocknumber = p.relblocknumber};
+}
+
+
+# Stop the worker (SIGSTOP) while it sleeps between cycles, never in the
+# middle of one: stopped while writing a page, it would hold that page's
+# I/O and content lock, and every backend that needs the page would wait
+# until it runs again.  Its sleep is the latch's epoll wait (syscall 232,
+# epoll_wait, or 281, epoll_pwait, on x86-64), as /proc/PID/syscall shows
+# for the stopped process.  Where that cannot be read it is stopped
+# unchecked.  True once stopped asleep.
+sub stop_worker_asleep
+{
+	my ($pid) = @_;
+	my $deadline = Time::HiRes::time() + $PostgreSQL::Test::Utils::timeout_default;
+	while (Time::HiRes::time() < $deadline)
+	{
+		kill 'STOP', $pid;
+		my $syscall;
+		if (open(my $fh, '<', "/proc/$pid/syscall"))
+		{
+			$syscall = <$fh> // '';
+			close $fh;
+		}
+		return 1 if !defined $syscall || $syscall =~ /^(232|281) /;
+		kill 'CONT', $pid;
+		usleep(1000);
+	}
+	return 0;
+}
+push @EXPORT, qw(stop_worker_asleep);
 
 1;

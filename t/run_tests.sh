@@ -13,14 +13,63 @@
 set -euo pipefail
 
 . "$(dirname "$0")/../bench/pgroot.sh"
+# PG_MAJOR=17: t/019_pg_upgrade.pl upgrades from this machine's 15 (no
+# Debian suite has 15 and 17).  bgw_jit is built for 15 here, and 15's
+# server, with the few libraries of Debian 12's it needs that trixie lacks
+# (ICU 72, OpenLDAP 2.5, libunistring 2), is bound into the 17 root
+# read-only, the libraries found by t/019 alone (LD_LIBRARY_PATH).
+pg15=/usr/lib/postgresql/15
+if [ "${PG_MAJOR:-15}" = 17 ] && [ -z "${BGW_JIT_IN_ROOT:-}" ] &&
+	[ -z "${BGW_JIT_UPGRADE_FROM+set}" ] && [ -x $pg15/bin/pg_config ] &&
+	[ -d /usr/include/postgresql/15/server ]; then
+	from15=$(mktemp -d /tmp/bgw_jit_from15.XXXXXX)
+	chmod 755 "$from15"
+	rc=0
+	(
+		set -e
+		PG_MAJOR=15 PG_BINDIR=$pg15/bin PG_CONFIG=$pg15/bin/pg_config
+		. "$(dirname "$0")/../bench/setup.sh"
+		echo "== build for PostgreSQL 15 (t/019's old cluster), staged in $from15/old/stage"
+		bgw_jit_build_stage "$from15/old"
+		mkdir "$from15/lib"
+		for bin in postgres pg_ctl initdb pg_controldata pg_resetwal; do
+			ldd "$pg15/bin/$bin"
+		done | awk '$3 ~ /^\// && $1 ~ /^lib(icu[a-z0-9]*|ldap-2\.5|lber-2\.5|unistring)\.so/ { print $3 }' |
+			sort -u | xargs -r cp -L -t "$from15/lib"
+	) && (
+		export BGW_JIT_UPGRADE_FROM=15 BGW_JIT_UPGRADE_FROM_DIR=$from15
+		bgw_jit_pgroot_run --bind "$from15:$from15:ro" --bind "$pg15:$pg15:ro" \
+			--bind "/usr/share/postgresql/15:/usr/share/postgresql/15:ro" "$0" "$@"
+	) || rc=$?
+	rm -rf "$from15"
+	exit $rc
+fi
 bgw_jit_pgroot_run "$0" "$@"
 . "$(dirname "$0")/../bench/setup.sh"
 
 # (prometheus-postgres-exporter: t/012 scrapes it; python3 and gnuplot-nox:
-# t/013 runs bench/plot-history)
+# t/013 runs bench/plot-history; strace: t/022 counts the worker's
+# writeback requests)
 bgw_jit_require_packages postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR \
-	libipc-run-perl make gcc prometheus-postgres-exporter python3 gnuplot-nox
+	libipc-run-perl make gcc prometheus-postgres-exporter python3 gnuplot-nox \
+	strace
 echo "== PostgreSQL $("$PG_CONFIG" --version | sed 's/^PostgreSQL //')"
+
+# t/019_pg_upgrade.pl upgrades to PG_MAJOR from an older major version
+# where apt has both servers: in the 19 root (sid and experimental), 18.
+# (trixie has only 17, and sid no 17.)  BGW_JIT_UPGRADE_FROM names another;
+# empty: none, and the test skips.
+case $PG_MAJOR in
+19) upgrade_from=18 ;;
+*) upgrade_from= ;;
+esac
+upgrade_from=${BGW_JIT_UPGRADE_FROM-$upgrade_from}
+if [ -n "${BGW_JIT_UPGRADE_FROM_DIR:-}" ]; then
+	: # built outside the root, see the top
+elif [ -n "$upgrade_from" ] && ! bgw_jit_require_other_server "$upgrade_from"; then
+	echo "== no PostgreSQL $upgrade_from to upgrade from: t/019_pg_upgrade.pl skips"
+	upgrade_from=
+fi
 
 work=$(mktemp -d /tmp/bgw_jit_test.XXXXXX)
 chmod 755 "$work"
@@ -34,13 +83,32 @@ echo "== production build (warnings are errors), in $work/prod"
 bgw_jit_build "$work/prod"
 echo "== test build with fault injection, staged in $work/test/stage"
 bgw_jit_build_stage "$work/test" FAULT_INJECTION=1
+upgrade_env=()
+if [ -n "${BGW_JIT_UPGRADE_FROM_DIR:-}" ]; then
+	upgrade_env=(BGW_JIT_UPGRADE_FROM_INSTALL="/usr/lib/postgresql/$upgrade_from"
+		BGW_JIT_UPGRADE_FROM_CONF="$BGW_JIT_UPGRADE_FROM_DIR/old/stage.conf"
+		BGW_JIT_UPGRADE_FROM_LIBS="$BGW_JIT_UPGRADE_FROM_DIR/lib")
+elif [ -n "$upgrade_from" ]; then
+	# the old cluster's bgw_jit: built for that server, staged apart
+	echo "== build for PostgreSQL $upgrade_from (t/019's old cluster), staged in $work/old/stage"
+	(
+		PG_BINDIR=/usr/lib/postgresql/$upgrade_from/bin
+		PG_CONFIG=$PG_BINDIR/pg_config
+		bgw_jit_build_stage "$work/old"
+	)
+	upgrade_env=(BGW_JIT_UPGRADE_FROM_INSTALL="/usr/lib/postgresql/$upgrade_from"
+		BGW_JIT_UPGRADE_FROM_CONF="$work/old/stage.conf")
+fi
 
 status=0
 echo "== pg_regress and TAP tests"
-# TEMP_CONFIG: appended to every test server's postgresql.conf (by the
+# TEMP_INSTANCE=1: pg_regress on a server of its own, not the running one
+# that a plain "make installcheck" uses; TAP_TESTS=1: the TAP tests after
+# it.  TEMP_CONFIG: appended to every test server's postgresql.conf (by the
 # Makefile for pg_regress, by PostgreSQL::Test::Cluster for TAP).
-as_server_user env TEMP_CONFIG="$BGW_JIT_STAGE_CONF" \
+as_server_user env TEMP_CONFIG="$BGW_JIT_STAGE_CONF" ${upgrade_env[@]+"${upgrade_env[@]}"} \
 	make -C "$work/test/src" PG_CONFIG="$PG_CONFIG" installcheck \
+	TEMP_INSTANCE=1 TAP_TESTS=1 \
 	${PROVE_TESTS:+PROVE_TESTS="$PROVE_TESTS"} || status=$?
 
 if [ $status -ne 0 ]; then

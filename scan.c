@@ -1,0 +1,309 @@
+/*-------------------------------------------------------------------------
+ *
+ * scan.c
+ *		The worker's two scans over the buffer pool: the LRU scan ahead of
+ *		the clock hand and jit+all's all-buffers scan, both bounded by the
+ *		cycle's write budget and time slice.
+ *
+ * The LRU scan keeps a frontier in the hand's own coordinate (cumulative
+ * movement): the buffers between the hand and the frontier have been
+ * examined since the hand last passed them.  Under load it scans to the
+ * lead the controller asks for (pacer.c), or as far as core's estimate
+ * says with fixed pacing; with no movement at all it goes on around the
+ * pool, its writes spread at the recent demand rate or one lap per
+ * bgw_jit.scan_whole_pool_seconds, whichever is higher (core's idle lap),
+ * so that what a busy period left dirty is not written in one burst.
+ * Either way no cycle works longer than SCAN_SLICE_MS.
+ *
+ * Copyright (c) 2026, bgw_jit developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+#include <time.h>
+
+#include "miscadmin.h"
+#include "postmaster/interrupt.h"
+#include "storage/buf_internals.h"
+
+#include "bgw_jit.h"
+#include "scan.h"
+
+/*
+ * Look at the CPU clock (a system call) after every this many writes and
+ * every this many buffers.
+ */
+#define SLICE_CHECK_WRITES	16
+#define SLICE_CHECK_EVERY	256
+
+static bool cleaner_valid = false;
+static int64 clean_position;	/* the frontier, in the hand's coordinate */
+static int	all_next_to_clean = 0;	/* the all-buffers scan's position */
+static JitState jit_state;
+static WritebackContext wb_context;
+
+void
+scan_init(int *flush_after)
+{
+	jit_state_init(&jit_state);
+	WritebackContextInit(&wb_context, flush_after);
+}
+
+/* After an ERROR: forget writeback requests of the failed cycle. */
+void
+scan_reset_writeback(int *flush_after)
+{
+	WritebackContextInit(&wb_context, flush_after);
+}
+
+/* CPU time of this thread, microseconds. */
+int64
+scan_thread_cpu_us(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (int64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+void
+scan_limit_start(ScanLimit *limit, int pages)
+{
+	limit->start_cpu_us = scan_thread_cpu_us();
+	limit->slice_ms = SCAN_SLICE_MS;
+	limit->pages = pages;
+	limit->out_of_time = false;
+}
+
+/* Like core with lru_maxpages = 0: the next scan restarts at the hand. */
+void
+scan_forget_frontier(void)
+{
+	cleaner_valid = false;
+}
+
+/*
+ * How far the hand at hand_position has run past the frontier: the
+ * buffers it passed that the cleaner had not reached, which backends may
+ * have had to write.  Known before the cycle plans, so that the margin
+ * answers a miss in the cycle that finds it.
+ */
+int64
+scan_overrun(int64 hand_position)
+{
+	int64		lead = clean_position - hand_position;
+
+	return (cleaner_valid && lead < 0) ? -lead : 0;
+}
+
+int
+scan_next_to_clean(void)
+{
+	return (int) (clean_position % NBuffers);
+}
+
+const JitState *
+scan_jit_state(void)
+{
+	return &jit_state;
+}
+
+/* Whether the cycle's CPU time is up; notes it in the limit. */
+static bool
+slice_over(ScanLimit *limit)
+{
+	if (scan_thread_cpu_us() - limit->start_cpu_us < limit->slice_ms * 1000.0)
+		return false;
+	limit->out_of_time = true;
+	return true;
+}
+
+/*
+ * Neighbours a write took along (cleaner_sync_buffer only visits them after
+ * a write): add their judgements, clear *c and return how many it wrote.
+ */
+static inline int
+take_combined(BgwJitCycle *e, CleanerCombined *c)
+{
+	int			written = c->written;
+
+	e->combined += written;
+	e->evicted += c->evicted;
+	e->redirtied += c->redirtied;
+	memset(c, 0, sizeof(*c));
+	return written;
+}
+
+/* Earlier writes the scan just judged. */
+static inline void
+count_judgements(BgwJitCycle *e, int outcome)
+{
+	e->evicted += (outcome & CLEANER_EVICTED) ? 1 : 0;
+	e->redirtied += (outcome & CLEANER_REDIRTIED) ? 1 : 0;
+}
+
+/*
+ * The LRU scan proper; fills in e.
+ *
+ * Self-paced jit scans until the frontier is plan->lead_target buffers
+ * ahead of the hand, or with no movement on around the pool at the idle
+ * pace; fixed-paced jit until core's estimate of reusable buffers is
+ * found; lap a fixed share of the pool.  All stop at the write budget,
+ * at the end of the slice and short of lapping the hand.  The frontier
+ * steps past a buffer before writing it, so that after an ERROR writing
+ * it the next cycle goes on with the next one.
+ */
+void
+scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
+{
+	const PacerPlan *plan = req->plan;
+	JitParams	params;
+	JitEstimate est;
+	bool		lap = (bgw_jit_strategy == BGW_JIT_STRATEGY_LAP);
+	bool		self_paced = (!lap && bgw_jit_pacing == BGW_JIT_PACING_AUTO &&
+							  bgw_jit_strategy == BGW_JIT_STRATEGY_JIT);
+	bool		moving = (req->strategy_delta != 0 || req->recent_alloc != 0);
+	int64		strategy_delta = req->strategy_delta;
+	int64		lead = clean_position - req->hand_position;
+	int			num_to_scan;
+	int			budget_cap = Min(limit->pages, plan->write_budget);
+	int			write_cap = budget_cap;
+	int			reusable_buffers;
+	bool		check_slice = false;
+	CleanerCombined combined = {0};
+
+	if (!cleaner_valid || lead < 0)
+	{
+		/* Lapped by the hand, or (re)starting: clean from the hand on. */
+		if (cleaner_valid)
+		{
+			e->lapped = true;
+			e->overrun = -lead;
+		}
+		clean_position = req->hand_position;
+		lead = 0;
+		/* no hand movement to learn from after (re)starting */
+		if (!cleaner_valid)
+			strategy_delta = 0;
+	}
+	cleaner_valid = true;
+	e->bufs_ahead = (int) lead;
+
+	params.multiplier = plan->margin;
+	params.smoothing_samples = bgw_jit_smoothing_samples;
+	params.delay_ms = bgw_jit_delay;
+	params.scan_whole_pool_seconds = bgw_jit_scan_whole_pool_seconds;
+	params.nbuffers = NBuffers;
+	jit_estimate(&jit_state, &params, req->recent_alloc, strategy_delta,
+				 e->bufs_ahead, &est);
+	e->upcoming_alloc_est = est.upcoming_alloc_est;
+
+	num_to_scan = NBuffers - e->bufs_ahead;
+	if (lap)
+		num_to_scan = Min(num_to_scan,
+						  (int) ceil(NBuffers * bgw_jit_lru_percent / 100.0));
+	else if (self_paced && moving)
+		num_to_scan = Min(num_to_scan,
+						  Max(plan->lead_target - e->bufs_ahead, plan->min_scan));
+	else if (self_paced)
+		write_cap = Min(write_cap, plan->idle_pages);
+	reusable_buffers = est.reusable_buffers_est;
+
+	while (e->scanned < num_to_scan &&
+		   (lap || self_paced || reusable_buffers < est.upcoming_alloc_est))
+	{
+		int			next_to_clean;
+		int			outcome;
+
+		if (e->written >= write_cap)
+		{
+			/* the budget or the cap, not the idle pace, is a maxwritten */
+			e->hit_maxpages = (write_cap == budget_cap);
+			break;
+		}
+		if (check_slice && slice_over(limit))
+			break;
+
+		/* step past it first: an ERROR writing it goes on after it */
+		next_to_clean = (int) (clean_position % NBuffers);
+		clean_position++;
+		e->scanned++;
+
+		/* (neighbours written along count against the budget too) */
+		outcome = cleaner_sync_buffer(next_to_clean, &wb_context, false,
+									  Min(bgw_jit_combine_limit,
+										  write_cap - e->written),
+									  &combined);
+		count_judgements(e, outcome);
+		if (outcome & CLEANER_REUSABLE)
+			reusable_buffers++;
+		if (outcome & CLEANER_WRITTEN)
+			e->written += 1 + take_combined(e, &combined);
+		check_slice = ((outcome & CLEANER_WRITTEN) &&
+					   e->written % SLICE_CHECK_WRITES == 0) ||
+			(e->scanned % SLICE_CHECK_EVERY) == 0;
+
+		/* A long scan must still answer interrupts and shutdown promptly. */
+		if ((e->scanned & 1023) == 0)
+		{
+			CHECK_FOR_INTERRUPTS();
+			if (ShutdownRequestPending)
+				break;
+		}
+	}
+	limit->pages -= e->written;
+
+	e->reusable_found = reusable_buffers - est.reusable_buffers_est;
+	jit_refine_density(&jit_state, &params, e->scanned, e->reusable_found);
+}
+
+/*
+ * The 8.x "all buffers" scan of jit+all: its own circular position, a
+ * fixed share of the pool per cycle, dirty unpinned buffers written
+ * whatever their usage count, to spread out checkpoint writes.  It runs
+ * after the LRU scan, on what that left of the budget and the slice.
+ */
+void
+scan_all(ScanLimit *limit, BgwJitCycle *e)
+{
+	int			num_to_scan = (int) Min(ceil(NBuffers * bgw_jit_all_percent / 100.0),
+										NBuffers);
+	int			write_cap = Min(bgw_jit_all_maxpages, limit->pages);
+	int			scanned = 0;
+	bool		check_slice = true;
+
+	while (scanned < num_to_scan && e->all_written < write_cap)
+	{
+		CleanerCombined combined = {0};
+		int			buf_id = all_next_to_clean;
+		int			outcome;
+
+		if (check_slice && slice_over(limit))
+			break;
+
+		/* step past it first: an ERROR writing it goes on after it */
+		if (++all_next_to_clean >= NBuffers)
+			all_next_to_clean = 0;
+		scanned++;
+		outcome = cleaner_sync_buffer(buf_id, &wb_context, true,
+									  Min(bgw_jit_combine_limit,
+										  write_cap - e->all_written),
+									  &combined);
+		count_judgements(e, outcome);
+		if (outcome & CLEANER_WRITTEN)
+			e->all_written += 1 + take_combined(e, &combined);
+		check_slice = ((outcome & CLEANER_WRITTEN) &&
+					   e->all_written % SLICE_CHECK_WRITES == 0) ||
+			(scanned % SLICE_CHECK_EVERY) == 0;
+		if ((scanned & 1023) == 0)
+		{
+			CHECK_FOR_INTERRUPTS();
+			if (ShutdownRequestPending)
+				break;
+		}
+	}
+	limit->pages -= e->all_written;
+}

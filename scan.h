@@ -1,0 +1,62 @@
+/*-------------------------------------------------------------------------
+ *
+ * scan.h
+ *		The worker's scans over the buffer pool, bounded by a write budget
+ *		and a time slice.
+ *
+ * Copyright (c) 2026, bgw_jit developers
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef BGW_JIT_SCAN_H
+#define BGW_JIT_SCAN_H
+
+#include "portability/instr_time.h"
+
+#include "bgw_jit.h"
+#include "estimator.h"
+#include "pacer.h"
+
+/*
+ * No cycle works longer than this, in CPU time: the worker comes back to
+ * its latch, its settings and its pacing decision within a few
+ * milliseconds whatever the pool size, and what is left is done after a
+ * sleep of SCAN_SLICE_SLEEP_MS.  A page write costs 5-10 us of CPU here
+ * (bench/results), so a slice holds several hundred writes: more than a
+ * cycle needs under load on this machine, while an idle pass over a large
+ * pool is cut into many.  CPU time, not wall time, so that a worker the
+ * scheduler preempts does not also give up its work.
+ */
+#define SCAN_SLICE_MS		5.0
+#define SCAN_SLICE_SLEEP_MS	1
+
+/* Time and writes left to a cycle; both scans draw on it. */
+typedef struct ScanLimit
+{
+	int64		start_cpu_us;	/* the thread's CPU time at the start */
+	double		slice_ms;
+	int			pages;			/* writes the rate still allows */
+	bool		out_of_time;	/* the slice ended with work left */
+} ScanLimit;
+
+/* What the LRU scan needs from the cycle. */
+typedef struct ScanRequest
+{
+	int64		hand_position;	/* cumulative clock-hand movement */
+	int64		strategy_delta; /* movement since the previous cycle */
+	uint32		recent_alloc;
+	const PacerPlan *plan;
+} ScanRequest;
+
+extern int64 scan_thread_cpu_us(void);
+extern void scan_init(int *flush_after);
+extern void scan_reset_writeback(int *flush_after);
+extern void scan_limit_start(ScanLimit *limit, int pages);
+extern void scan_forget_frontier(void);
+extern void scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e);
+extern void scan_all(ScanLimit *limit, BgwJitCycle *e);
+extern int64 scan_overrun(int64 hand_position);
+extern int	scan_next_to_clean(void);
+extern const JitState *scan_jit_state(void);
+
+#endif							/* BGW_JIT_SCAN_H */

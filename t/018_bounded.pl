@@ -1,0 +1,138 @@
+# Bounded work (issue "production scale"): what a busy period left dirty
+# is written over many cycles at the idle pace, not in one burst, and the
+# pool still ends clean; a cached read-only load that allocates nothing
+# wakes the worker a few times a second, not once per statement (counted
+# by the kernel: voluntary context switches); lap and jit+all stay within
+# max_write_rate over wall-clock time (counted by the kernel).
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use File::Temp ();
+use Time::HiRes qw(time usleep);
+use FindBin;
+use lib $FindBin::RealBin;
+use BgwJitTest;
+
+my $scale = 5;
+my $node = start_bgw_jit_node(
+	'bounded',
+	scale => $scale,
+	conf => "bgw_jit.lru_maxpages = 0\n",
+	extensions => ['pg_buffercache']);
+my $pid = wait_for_worker($node);
+ok($pid, "worker running (pid $pid)");
+
+sub proc_field
+{
+	my ($file, $field) = @_;
+	open(my $fh, '<', $file) or die "$file: $!";
+	my ($v) = map { /^\Q$field\E:\s+(\d+)/ ? $1 : () } <$fh>;
+	close $fh;
+	return $v;
+}
+
+# --- an idle pass over a dirty pool is spread over many cycles ---
+# Backends leave dirty, unused buffers behind while the worker does not
+# write (lru_maxpages = 0); the worker then sees no movement at all.
+update_load($node, clients => 2, seconds => 3, scale => $scale);
+my $dirty_sql = 'SELECT count(*) FROM pg_buffercache
+	WHERE isdirty AND usagecount = 0 AND pinning_backends = 0';
+my $planted = $node->safe_psql('postgres', $dirty_sql);
+cmp_ok($planted, '>', 200, "the load left $planted dirty unused buffers");
+# Let the hand's measured speed decay, so that the pace is the lap's.
+ok( $node->poll_query_until(
+		'postgres', 'SELECT hand_rate < 20 FROM bgw_jit_stats'),
+	'the worker saw the hand stop');
+my $hib0 = $node->safe_psql('postgres', 'SELECT hibernations FROM bgw_jit_stats');
+my $wchar0 = proc_field("/proc/$pid/io", 'wchar');
+my $from = $node->safe_psql('postgres', 'SELECT coalesce(max(cycle), 0) FROM bgw_jit_history');
+# 2048 buffers a lap per 10 s: about 41 writes a 200 ms cycle.
+set_conf($node, "bgw_jit.lru_maxpages = -1\nbgw_jit.scan_whole_pool_seconds = 10");
+ok($node->poll_query_until('postgres', $dirty_sql, '0'),
+	'the pool ends with no dirty unused buffer');
+my $written_kernel = int((proc_field("/proc/$pid/io", 'wchar') - $wchar0) / 8192);
+my $pass = query_hash($node, qq{
+	SELECT count(*) FILTER (WHERE written > 0) AS cycles,
+	       coalesce(max(written), 0) AS largest,
+	       coalesce(sum(written), 0) AS total
+	FROM bgw_jit_history WHERE cycle > $from});
+note("idle pass: $pass->{total} pages in $pass->{cycles} cycles, "
+	  . "largest $pass->{largest}; kernel: $written_kernel pages");
+cmp_ok($written_kernel, '>=', $planted * 0.9,
+	'the kernel saw the worker write them');
+cmp_ok($pass->{cycles}, '>=', 5, 'over at least five cycles');
+cmp_ok($pass->{largest}, '<', $planted / 3, 'none of which wrote a third of them');
+is($node->safe_psql('postgres', 'SELECT hibernations FROM bgw_jit_stats'),
+	$hib0, 'and the worker did not hibernate before the pass was done');
+
+# --- a cached read-only load wakes it a few times a second ---
+set_conf($node, 'bgw_jit.scan_whole_pool_seconds = 120');
+$node->safe_psql('postgres', 'SELECT count(*) FROM pgbench_tellers');
+ok( $node->poll_query_until(
+		'postgres', 'SELECT sleep_ms IS NULL FROM bgw_jit_stats'),
+	'the idle worker hibernates');
+# (pgbench_accounts does not fit in the 16 MB pool: read the tellers.)
+my $script = File::Temp->new(SUFFIX => '.sql');
+print $script "\\set tid random(1, 10 * :scale)\n"
+  . "SELECT tbalance FROM pgbench_tellers WHERE tid = :tid;\n";
+close $script;
+chmod 0644, $script->filename;
+my $seconds = 5;
+my $switches0 = proc_field("/proc/$pid/status", 'voluntary_ctxt_switches');
+my $t0 = time;
+my ($out, $err);
+IPC::Run::run(
+	[
+		'pgbench', '-n', '-f', $script->filename, '-s', $scale,
+		'-c', 2, '-j', 2, '-T', $seconds,
+		'-h', $node->host, '-p', $node->port, 'postgres'
+	],
+	'>', \$out, '2>', \$err) or die "pgbench: $err";
+my $elapsed = time - $t0;
+my $switches = proc_field("/proc/$pid/status", 'voluntary_ctxt_switches') - $switches0;
+my ($tps) = $out =~ /tps = ([\d.]+)/;
+note(sprintf('select-only: %.0f tps, worker %d sleeps in %.1f s (%.1f/s)',
+		$tps, $switches, $elapsed, $switches / $elapsed));
+cmp_ok($tps * $elapsed, '>', 20 * $switches,
+	'far fewer wake-ups than statements');
+cmp_ok($switches / $elapsed, '<=', 8, 'at most a few wake-ups a second');
+
+# --- lap and jit+all stay within max_write_rate ---
+# 1 MB/s is 128 pages/s, the bucket one second: over T seconds at most
+# 128 T + 128 pages (a quarter more allowed for the span's ends).
+for my $strategy ('lap', 'jit+all')
+{
+	set_conf($node, <<"EOC");
+bgw_jit.strategy = '$strategy'
+bgw_jit.lru_percent = 100
+bgw_jit.all_percent = 100
+bgw_jit.all_maxpages = 100000
+bgw_jit.max_write_rate = 1
+EOC
+	my $c0 = proc_field("/proc/$pid/io", 'syscw');
+	my $w0 = proc_field("/proc/$pid/io", 'wchar');
+	my $h0 = $node->safe_psql('postgres', 'SELECT coalesce(max(cycle), 0) FROM bgw_jit_history');
+	my $s0 = time;
+	update_load($node, clients => 2, seconds => 4, scale => $scale);
+	my $span = time - $s0;
+	# A data page is one write call of 8 kB; WAL flushed before it adds
+	# bytes and calls, so the data pages are at most the smaller count.
+	my $calls = proc_field("/proc/$pid/io", 'syscw') - $c0;
+	my $bytes = (proc_field("/proc/$pid/io", 'wchar') - $w0) / 8192;
+	my $pages = $calls < $bytes ? $calls : $bytes;
+	my $capped = $node->safe_psql('postgres',
+		"SELECT count(*) FILTER (WHERE hit_maxpages) FROM bgw_jit_history WHERE cycle > $h0");
+	note(sprintf('%s at 1 MB/s: %.0f pages in %.1f s; %d cycles capped',
+			$strategy, $pages, $span, $capped));
+	cmp_ok($pages, '<=', 1.25 * (128 * $span + 128),
+		"$strategy: the kernel saw no more than the rate allows");
+	cmp_ok($pages, '>=', 0.5 * 128 * $span,
+		"$strategy: and about as much, the cap bound");
+	cmp_ok($capped, '>', 0, "$strategy: the budget stopped scans");
+}
+
+$node->stop;
+done_testing();

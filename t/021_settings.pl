@@ -1,0 +1,285 @@
+# Settings that no other test shows to act, each checked so that the test
+# fails if the setting does nothing: lru_percent (lap), all_percent and
+# all_maxpages as the all-buffers scan's caps (jit+all), smoothing_samples,
+# pacing = fixed, and lru_maxpages = 0 stopping the writes.  Writes are
+# counted without the worker's help: buffers pg_buffercache shows clean
+# again while holding the same page (only a writer that does not evict
+# does that; checkpoints are out of the way and the LRU scan is off where
+# it would interfere), the worker's /proc/PID/io, and from 16 pg_stat_io.
+use strict;
+use warnings;
+
+use POSIX ();
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use BgwJitTest;
+
+my $scale = 5;
+my $node = start_bgw_jit_node(
+	'settings',
+	scale => $scale,
+	conf => "bgw_jit.history_size = 100000\n",
+	extensions => ['pg_buffercache']);
+my $nbuffers = $node->safe_psql('postgres',
+	"SELECT setting FROM pg_settings WHERE name = 'shared_buffers'");
+my $pid = wait_for_worker($node);
+
+# Cycles of $strategy that began once the worker had loaded its current
+# configuration (conf_load_time), and so ran with it.
+sub cycles_with_conf
+{
+	my ($strategy) = @_;
+	return $node->safe_psql('postgres', qq{
+		SELECT count(*) FROM bgw_jit_history
+		WHERE strategy = '$strategy'
+		  AND at >= (SELECT conf_load_time FROM bgw_jit_stats)});
+}
+
+# --- lru_percent: the share of the pool each lap cycle scans ---
+# lap paces fixed, so with a 2 s delay the cycle that a reload wakes is
+# the only one for 2 s.  Each scans ceil(nbuffers * lru_percent / 100)
+# buffers: at 1% the planted pages cleaned can be no more than that per
+# cycle (at the default 10% a cycle would clean several times as many);
+# at 100% the next cycle finishes the lap.
+my $planted = plant_dirty_buffers($node, 'planted', scale => $scale);
+cmp_ok($planted, '>=', 200, "$planted dirty usage-0 pages planted");
+my $watched = watched_sql('planted');
+my $per_cycle = POSIX::ceil($nbuffers * 1 / 100);
+set_conf($node, "bgw_jit.strategy = 'lap'", 'bgw_jit.lru_percent = 1',
+	'bgw_jit.delay = 2s', 'bgw_jit.lru_maxpages = -1');
+$node->poll_query_until('postgres', "SELECT cleaned > 0 FROM ($watched) w")
+  or die 'lap cleaned nothing';
+my $w = query_hash($node, $watched);
+my $cycles = cycles_with_conf('lap');
+cmp_ok($w->{cleaned}, '<=', $per_cycle * $cycles,
+	"lru_percent = 1: $w->{cleaned} planted pages cleaned in $cycles lap "
+	  . "cycle(s) of at most $per_cycle buffers");
+cmp_ok($w->{dirty}, '>', $per_cycle * $cycles,
+	"and $w->{dirty} still dirty");
+is( $node->safe_psql('postgres', qq{
+		SELECT max(scanned) FROM bgw_jit_history
+		WHERE strategy = 'lap'
+		  AND at >= (SELECT conf_load_time FROM bgw_jit_stats)}),
+	$per_cycle, "each of those cycles scanned at most $per_cycle buffers");
+set_conf($node, 'bgw_jit.lru_percent = 100');
+ok($node->poll_query_until('postgres', "SELECT dirty = 0 FROM ($watched) w"),
+	'lru_percent = 100: every planted page is cleaned');
+# (a cycle the CPU slice cut short goes on 1 ms later: on a busy machine
+# the lap's writes may take several slices, which are one cycle's work)
+$cycles = $node->safe_psql('postgres', q{
+	SELECT count(*) FROM bgw_jit_history
+	WHERE strategy = 'lap' AND NOT sliced
+	  AND at >= (SELECT conf_load_time FROM bgw_jit_stats)});
+cmp_ok($cycles, '<=', 5,
+	"within $cycles lap cycle(s) not cut by the slice (at 10% a lap takes 10)");
+
+# --- all_maxpages and all_percent: the all-buffers scan's caps ---
+# With the LRU scan off only the all-buffers scan of jit+all writes, and it
+# writes dirty pages whatever their usage count.  Dirty pages of
+# pgbench_accounts, any usage count, are watched.  The caps are set while
+# the strategy is still jit (where they do nothing), so that every jit+all
+# cycle runs with them.
+plant_dirty_buffers($node, 'planted', scale => $scale);
+$node->safe_psql('postgres', q{
+	DROP TABLE IF EXISTS dirty_any;
+	CREATE TABLE dirty_any AS
+	SELECT bufferid, reldatabase, relfilenode, relforknumber, relblocknumber
+	FROM pg_buffercache
+	WHERE isdirty AND pinning_backends = 0
+	  AND reldatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+	  AND relfilenode IN (pg_relation_filenode('pgbench_accounts'),
+						  pg_relation_filenode('pgbench_accounts_pkey'))});
+my $dirty = $node->safe_psql('postgres', 'SELECT count(*) FROM dirty_any');
+cmp_ok($dirty, '>=', 500, "$dirty dirty pages watched");
+$watched = watched_sql('dirty_any');
+set_conf($node, "bgw_jit.strategy = 'jit'", 'bgw_jit.delay = 100ms',
+	'bgw_jit.all_percent = 100', 'bgw_jit.all_maxpages = 2');
+set_conf($node, "bgw_jit.strategy = 'jit+all'");
+$node->poll_query_until('postgres', qq{
+	SELECT count(*) >= 10 FROM bgw_jit_history
+	WHERE strategy = 'jit+all'
+	  AND at >= (SELECT conf_load_time FROM bgw_jit_stats)})
+  or die 'no jit+all cycles';
+$w = query_hash($node, $watched);
+$cycles = cycles_with_conf('jit+all');
+ok($w->{cleaned} > 0 && $w->{cleaned} <= 2 * $cycles,
+	"all_maxpages = 2: $w->{cleaned} pages cleaned in $cycles cycles "
+	  . "(default 5 a cycle)");
+is( $node->safe_psql('postgres', q{
+		SELECT max(all_written) FROM bgw_jit_history
+		WHERE strategy = 'jit+all'
+		  AND at >= (SELECT conf_load_time FROM bgw_jit_stats)}),
+	2, 'and none of those cycles wrote more than 2 pages');
+
+# all_percent 0.1 of the pool is 3 buffers a cycle; the default (0.333%)
+# would visit 7, the 100% before every buffer.  Each cycle carries on
+# where the last stopped, so in n cycles the scan visits an arc of 3n
+# consecutive buffers: the buffers cleaned in place since the cap took
+# effect (all dirty ones are watched now) must lie on such an arc.
+$per_cycle = POSIX::ceil($nbuffers * 0.1 / 100);
+set_conf($node, 'bgw_jit.all_percent = 0.1', 'bgw_jit.all_maxpages = 100000');
+my $since = $node->safe_psql('postgres', q{
+	DROP TABLE IF EXISTS dirty_now;
+	CREATE TABLE dirty_now AS
+	SELECT bufferid, reldatabase, relfilenode, relforknumber, relblocknumber
+	FROM pg_buffercache WHERE isdirty AND pinning_backends = 0;
+	SELECT clock_timestamp()});
+$node->poll_query_until('postgres', qq{
+	SELECT count(*) >= 30 FROM bgw_jit_history
+	WHERE strategy = 'jit+all' AND at >= '$since'})
+  or die 'no jit+all cycles';
+my @ids = split /\n/, $node->safe_psql('postgres', q{
+	SELECT b.bufferid FROM dirty_now p JOIN pg_buffercache b USING (bufferid)
+	WHERE b.reldatabase = p.reldatabase AND b.relfilenode = p.relfilenode
+	  AND b.relforknumber = p.relforknumber
+	  AND b.relblocknumber = p.relblocknumber AND NOT b.isdirty
+	ORDER BY 1});
+# (one more cycle: the one under way at the snapshot)
+$cycles = 1 + $node->safe_psql('postgres', qq{
+	SELECT count(*) FROM bgw_jit_history
+	WHERE strategy = 'jit+all' AND at >= '$since'});
+# the shortest circular arc holding them all: the pool less the widest gap
+my $gap = @ids ? $ids[0] + $nbuffers - $ids[-1] : $nbuffers;
+$gap = ($ids[$_] - $ids[ $_ - 1 ] > $gap ? $ids[$_] - $ids[ $_ - 1 ] : $gap)
+  for 1 .. $#ids;
+my $arc = $nbuffers - $gap + 1;
+ok(@ids > 0 && $arc <= $per_cycle * $cycles,
+	sprintf('all_percent = 0.1: the %d buffers cleaned in %d cycles lie on an '
+		  . 'arc of %d (at most %d visited)',
+		scalar(@ids), $cycles, $arc, $per_cycle * $cycles));
+
+# --- smoothing_samples: the live worker uses it ---
+# The estimator's arithmetic is checked against core's by pg_regress and
+# replayed live by t/001 with the default 16.  Here the worker runs with
+# 4 under load: replaying its cycles with 4 reproduces every one of them,
+# with 16 it does not (so the replay can tell), and the controller's
+# replay (which also uses smoothing_samples, for the hand's speed) agrees
+# with 4 too.
+set_conf($node, "bgw_jit.strategy = 'jit'", 'bgw_jit.lru_maxpages = -1',
+	'bgw_jit.lru_multiplier = 2', 'bgw_jit.smoothing_samples = 4',
+	'bgw_jit.delay = 200ms');
+my $from = $node->safe_psql('postgres', q{
+	SELECT coalesce(max(cycle), 0) + 1 FROM bgw_jit_history});
+update_load($node, clients => 2, seconds => 3, scale => $scale);
+
+sub estimator_replay
+{
+	my ($samples) = @_;
+	return split /\|/, $node->safe_psql(
+		'postgres', qq{
+		WITH o AS (SELECT * FROM bgw_jit_history WHERE cycle > $from),
+			 first AS (SELECT * FROM o ORDER BY cycle LIMIT 1),
+			 rest AS (SELECT * FROM o WHERE cycle > (SELECT cycle FROM first)),
+			 r AS (
+				SELECT r.* FROM first, bgw_jit_replay(
+					(SELECT array_agg(recent_alloc ORDER BY cycle) FROM rest),
+					(SELECT array_agg(strategy_delta ORDER BY cycle) FROM rest),
+					(SELECT array_agg(bufs_ahead::bigint ORDER BY cycle) FROM rest),
+					(SELECT array_agg(scanned::bigint ORDER BY cycle) FROM rest),
+					(SELECT array_agg(reusable_found::bigint ORDER BY cycle) FROM rest),
+					lru_multiplier => 2, smoothing_samples => $samples, delay => 200,
+					scan_whole_pool_seconds => 120,
+					start_smoothed_alloc => first.smoothed_alloc,
+					start_smoothed_density => first.smoothed_density) r)
+		SELECT count(*),
+			   count(*) FILTER (WHERE rest.smoothed_alloc = r.smoothed_alloc
+								  AND rest.smoothed_density = r.smoothed_density
+								  AND rest.upcoming_alloc_est = r.upcoming_alloc_est)
+		FROM (SELECT row_number() OVER (ORDER BY cycle) AS n, * FROM rest) rest
+		JOIN r ON r.cycle = rest.n});
+}
+my ($replayed, $matching) = estimator_replay(4);
+cmp_ok($replayed, '>', 10, "replayed $replayed cycles run with smoothing_samples = 4");
+is($matching, $replayed, 'the estimator replayed with 4 reproduces every one');
+my (undef, $with16) = estimator_replay(16);
+cmp_ok($with16, '<', $replayed, "replayed with 16, only $with16 match");
+
+my ($pacer_replayed, $pacer_differ) = replay_pacer_mismatches($node, $from,
+	"lru_multiplier => '2', delay => 200, smoothing_samples => 4");
+cmp_ok($pacer_replayed, '>', 10,
+	"replayed $pacer_replayed cycles through the controller");
+is($pacer_differ, 0,
+	"the controller's replay with smoothing_samples = 4 reproduces every sleep, lead and speed");
+
+# --- pacing = fixed: a cycle every delay, as core's writer ---
+# Under load the self-paced worker sleeps less than delay (the control),
+# the fixed one plans exactly delay after every cycle and, but for sleeps
+# a reload cut short, its cycles come no closer than that (a tenth of
+# slack for clock granularity); the median interval is at least delay.
+set_conf($node, 'bgw_jit.smoothing_samples = 16', "bgw_jit.lru_multiplier = 'auto'",
+	'bgw_jit.delay = 100ms');
+$from = $node->safe_psql('postgres',
+	'SELECT coalesce(max(cycle), 0) FROM bgw_jit_history');
+update_load($node, clients => 2, seconds => 2, scale => $scale);
+my $auto = query_hash($node, qq{
+	SELECT count(*) AS cycles, count(*) FILTER (WHERE sleep_ms < 100) AS shorter
+	FROM bgw_jit_history WHERE cycle > $from AND strategy_delta > 0});
+cmp_ok($auto->{shorter}, '>', 0,
+	"control: self-paced, $auto->{shorter} of $auto->{cycles} busy cycles planned less than 100 ms");
+set_conf($node, 'bgw_jit.pacing = fixed');
+update_load($node, clients => 2, seconds => 3, scale => $scale);
+my $fixed = query_hash($node, q{
+	WITH c AS (SELECT * FROM bgw_jit_history
+			   WHERE at >= (SELECT conf_load_time FROM bgw_jit_stats))
+	SELECT count(*) AS cycles,
+		   count(*) FILTER (WHERE sleep_ms <> 100 AND NOT sliced) AS other_sleep,
+		   count(*) FILTER (WHERE sliced AND sleep_ms <> 1) AS sliced_other,
+		   count(*) FILTER (WHERE strategy_delta > 0) AS busy,
+		   count(*) FILTER (WHERE NOT woken AND elapsed_us < 90000
+							  AND NOT prev_sliced) AS early,
+		   percentile_disc(0.5) WITHIN GROUP (ORDER BY elapsed_us) AS median_us
+	FROM (SELECT *, coalesce(lag(sliced) OVER (ORDER BY cycle), false)
+					 AS prev_sliced FROM c) c
+	WHERE cycle > (SELECT min(cycle) FROM bgw_jit_history
+				   WHERE at >= (SELECT conf_load_time FROM bgw_jit_stats))});
+cmp_ok($fixed->{busy}, '>', 10, "fixed pacing: $fixed->{busy} busy cycles of $fixed->{cycles}");
+is($fixed->{other_sleep}, 0,
+	'every one planned a sleep of exactly delay (100 ms), but for a cycle its time slice cut short');
+is($fixed->{sliced_other}, 0, 'which went on after 1 ms');
+is($fixed->{early}, 0, 'none came sooner than that (unless woken or after such a cycle)');
+cmp_ok($fixed->{median_us}, '>=', 100_000,
+	"the median interval is at least delay ($fixed->{median_us} us)");
+
+# --- lru_maxpages = 0 stops the worker's writes ---
+# Counted by the kernel: the worker's wchar (every byte it writes, the
+# pages first among them) does not grow by one page while backends write
+# under load; the control, with the cap lifted, grows by many.  From 16
+# pg_stat_io's background-worker writes do not move either.
+set_conf($node, 'bgw_jit.pacing = auto', 'bgw_jit.lru_maxpages = -1');
+my $io0 = proc_io($pid);
+ok($io0, "read the worker's /proc/$pid/io");
+update_load($node, clients => 2, seconds => 2, scale => $scale);
+my $io1 = proc_io($pid);
+cmp_ok($io1->{wchar} - $io0->{wchar}, '>=', 10 * 8192,
+	sprintf('control: writing, the worker wrote %d bytes', $io1->{wchar} - $io0->{wchar}));
+
+my $worker_io = core_backend_writes_sql($node, only => 'background worker');
+my $backends_io = core_backend_writes_sql($node);
+set_conf($node, 'bgw_jit.lru_maxpages = 0');
+# (the worker reports its I/O to pg_stat_io about once a second; the
+# backends' count settles after it)
+settle_stats($node);
+my $s0 = query_hash($node, "SELECT $worker_io AS worker, $backends_io AS backends");
+$io0 = proc_io($pid);
+update_load($node, clients => 2, seconds => 3, scale => $scale);
+settle_stats($node);
+$io1 = proc_io($pid);
+my $s1 = query_hash($node, "SELECT $worker_io AS worker, $backends_io AS backends");
+cmp_ok($io1->{wchar} - $io0->{wchar}, '<', 8192,
+	sprintf('lru_maxpages = 0: the worker wrote %d bytes, not one page',
+		$io1->{wchar} - $io0->{wchar}));
+cmp_ok($s1->{backends}, '>', $s0->{backends},
+	'while the backends wrote (' . ($s1->{backends} - $s0->{backends}) . ')');
+SKIP:
+{
+	skip 'pg_stat_io exists from PostgreSQL 16', 1 if $node->pg_version < 16;
+	is($s1->{worker}, $s0->{worker},
+		"pg_stat_io's background-worker writes stayed at $s0->{worker}");
+}
+is(worker_pid($node), $pid, 'the same worker ran throughout');
+
+$node->stop;
+done_testing();

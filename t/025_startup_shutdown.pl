@@ -1,0 +1,123 @@
+# What the docs promise at start-up and shutdown, and of
+# bgw_jit_bgwriter(timestamptz): a misspelt bgw_jit.* line in
+# postgresql.conf draws a WARNING at start-up and is ignored; the worker
+# warns at start-up (not only at a reload) when bgwriter_lru_maxpages > 0;
+# for the pg_stat_bgwriter period the worker has seen, the function gives
+# its writes (counted by the kernel, and from 16 by pg_stat_io), its
+# capped cycles and, on 15, the writes buffers_backend has absorbed; a
+# smart shutdown stops the worker cleanly.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use BgwJitTest;
+
+my $scale = 5;
+my $node = new_bgw_jit_node('startup', <<'EOC');
+bgw_jit.delya = 50ms
+bgwriter_lru_maxpages = 100
+EOC
+$node->start;
+pgbench_init($node, $scale);
+$node->safe_psql('postgres', 'CREATE EXTENSION bgw_jit');
+my $pid = wait_for_worker($node);
+
+# --- a misspelt bgw_jit.* setting: a WARNING, then ignored ---
+my $log = slurp_file($node->logfile);
+like($log,
+	qr/WARNING:  invalid configuration parameter name "bgw_jit\.delya", removing it\n.*DETAIL:  "bgw_jit" is now a reserved prefix\./,
+	'a misspelt bgw_jit.* line draws a WARNING at start-up');
+my ($ret, $out, $err) = $node->psql('postgres', 'SHOW bgw_jit.delya');
+isnt($ret, 0, 'the misspelt setting does not exist');
+like($err, qr/unrecognized configuration parameter "bgw_jit\.delya"/,
+	'SHOW says so');
+is($node->safe_psql('postgres', 'SHOW bgw_jit.delay'),
+	'200ms', 'bgw_jit.delay keeps its default');
+is( $node->safe_psql('postgres', q{
+		SELECT count(*) FROM pg_file_settings WHERE name = 'bgw_jit.delya'}),
+	'1', 'pg_file_settings shows the line');
+
+# --- the WARNING for bgwriter_lru_maxpages > 0, at start-up ---
+ok($log !~ /received SIGHUP/, 'no reload so far');
+like($log,
+	qr/\[$pid\] (?:\S+ )?WARNING:  the built-in background writer also cleans buffers \(bgwriter_lru_maxpages = 100\)\n.*HINT:  Set bgwriter_lru_maxpages = 0 so that only bgw_jit cleans\./,
+	'the worker warns at start-up that the built-in writer cleans too');
+
+# --- bgw_jit_bgwriter(stats_reset) for the period the worker has seen ---
+# A new pg_stat_bgwriter period (and from 16 a fresh pg_stat_io) and
+# bgw_jit_stats reset together while nothing writes, then a load with a
+# per-cycle cap of 20 pages: for that period the function must give the
+# worker's writes and capped cycles.  The kernel counts the worker's
+# writes too: its wchar grows by at least 8 kB a page (more: it also
+# writes WAL).
+set_conf($node, 'bgwriter_lru_maxpages = 0', 'bgw_jit.lru_maxpages = 20');
+$node->safe_psql('postgres', 'CHECKPOINT');
+settle_stats($node);
+my $resets = $node->pg_version >= 16
+  ? "pg_stat_reset_shared('bgwriter'), pg_stat_reset_shared('io')"
+  : "pg_stat_reset_shared('bgwriter')";
+my $io0 = proc_io($pid);
+my $t = $node->safe_psql('postgres',
+	"SELECT $resets, bgw_jit_reset(), clock_timestamp()");
+$t =~ s/^.*\|//;
+wait_for_cycle_after($node, $t);
+update_load($node, clients => 2, seconds => 3, scale => $scale);
+# (stop the writes, so that on 15 the checkpointer's absorb at the reload
+# takes in the last of them)
+set_conf($node, 'bgw_jit.lru_maxpages = 0');
+settle_stats($node);
+my $io1 = proc_io($pid);
+my $worker_io = core_backend_writes_sql($node, only => 'background worker');
+my $f = query_hash($node, qq{
+	SELECT f.*, s.buf_clean + s.buf_all_clean AS written,
+		   s.maxwritten_clean AS capped,
+		   (SELECT stats_reset FROM pg_stat_bgwriter) AS period,
+		   $worker_io AS io_writes
+	FROM bgw_jit_bgwriter((SELECT stats_reset FROM pg_stat_bgwriter)) f,
+		 bgw_jit_stats s});
+note("period $f->{period}: buffers_clean $f->{buffers_clean}, "
+	  . "maxwritten_clean $f->{maxwritten_clean}, buffers_backend "
+	  . ($f->{buffers_backend} // 'NULL'));
+cmp_ok($f->{buffers_clean}, '>', 0, 'the period holds the worker\'s writes');
+is($f->{buffers_clean}, $f->{written},
+	'as many as bgw_jit_stats counts since the same moment');
+cmp_ok($io1->{wchar} - $io0->{wchar}, '>=', 8192 * $f->{buffers_clean},
+	'and the kernel saw the worker write that many pages ('
+	  . ($io1->{wchar} - $io0->{wchar}) . ' bytes)');
+cmp_ok($f->{maxwritten_clean}, '>', 0, 'the capped cycles');
+is($f->{maxwritten_clean}, $f->{capped}, 'as many as bgw_jit_stats counts');
+if ($node->pg_version >= 16)
+{
+	is($f->{io_writes}, $f->{buffers_clean},
+		"pg_stat_io's background-worker writes since the reset are the same");
+	ok(!defined $f->{buffers_backend}, 'buffers_backend is NULL from 16');
+}
+else
+{
+	is($f->{buffers_backend}, $f->{buffers_clean},
+		'15: buffers_backend has absorbed all of them');
+}
+my $old = query_hash($node, qq{
+	SELECT * FROM bgw_jit_bgwriter(timestamptz '$f->{period}' - interval '1 s')});
+is_deeply([ @$old{qw(buffers_clean maxwritten_clean)} ], [ 0, 0 ],
+	'a period it has not seen gives zeros');
+
+# --- a smart shutdown stops the worker cleanly ---
+my $offset = -s $node->logfile;
+my $stat_file = $node->data_dir . '/pg_stat/bgw_jit.stat';
+ok($node->stop('smart', fail_ok => 1), 'pg_ctl stop -m smart succeeds');
+$log = slurp_file($node->logfile, $offset);
+like($log, qr/received smart shutdown request/, 'it was a smart shutdown');
+like($log, qr/database system is shut down/, 'and the server shut down');
+unlike($log, qr/\[$pid\] (?:\S+ )?(?:FATAL|ERROR|WARNING):/,
+	'the worker logged no FATAL, ERROR or WARNING');
+unlike($log, qr/background worker "bgw_jit" \(PID $pid\) exited/,
+	'and exited with code 0');
+ok(!kill(0, $pid), 'the worker is gone');
+ok(-s $stat_file, 'the statistics were saved, as at any clean shutdown');
+
+done_testing();

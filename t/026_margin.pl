@@ -1,0 +1,85 @@
+# The automatic margin closes on the misses: when the clock hand runs past
+# the cleaned frontier (injected here by stopping the worker with SIGSTOP
+# under load, so that it wakes far too late), the margin rises at once;
+# under the steady load that follows it comes down again; and the live
+# history, misses included, replays exactly through bgw_jit_replay_pacer().
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use BgwJitTest;
+
+# A 64 MB pool: on the default 16 MB one, the hand of a fast machine
+# passes the pool faster than the worker can wake (its lead saturated at
+# the shortest sleep), where misses rightly do not raise the margin.
+my $scale = 10;
+my $node = start_bgw_jit_node('margin', scale => $scale,
+	conf => "bgw_jit.history_size = 100000\nshared_buffers = 64MB\n");
+my $pid = wait_for_worker($node);
+ok($pid, "worker running (pid $pid)");
+my $nbuffers = $node->safe_psql('postgres',
+	"SELECT setting FROM pg_settings WHERE name = 'shared_buffers'");
+
+my $load = start_update_load($node, clients => 2, seconds => 40, scale => $scale);
+ok( $node->poll_query_until(
+		'postgres', 'SELECT hand_rate > 1000 FROM bgw_jit_stats'),
+	'the worker paces itself to the load');
+my $from = $node->safe_psql('postgres', 'SELECT max(cycle) FROM bgw_jit_history');
+# The replay below starts from a cycle that saw a fresh count of the
+# backends' writes (about once a second from 16): wait for it, so that the
+# misses to come are among the cycles it replays.
+my $start = replay_start_cycle($node, $from);
+ok(defined $start, 'a cycle to start the replay from') or die;
+my $before = $node->safe_psql('postgres', 'SELECT margin FROM bgw_jit_stats');
+
+# Stopped while the backends allocate twice the pool: when it runs again
+# the hand has lapped its frontier.
+my $alloc = $node->safe_psql('postgres', 'SELECT buffers_alloc FROM pg_stat_bgwriter');
+stop_worker_asleep($pid) or die 'could not stop the worker asleep';
+my $moved = $node->poll_query_until('postgres',
+	"SELECT buffers_alloc >= $alloc + 2 * $nbuffers FROM pg_stat_bgwriter");
+my $t = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
+kill 'CONT', $pid;
+ok($moved, 'the backends allocated twice the pool while the worker was stopped');
+wait_for_cycle_after($node, $t);
+ok( $node->poll_query_until(
+		'postgres', qq{
+	SELECT count(*) > 0 FROM bgw_jit_history
+	 WHERE cycle > $from AND at > '$t' AND misses > 0.001}),
+	'the next cycles saw the misses');
+my $peak = $node->safe_psql('postgres',
+	"SELECT max(margin) FROM bgw_jit_history WHERE cycle > $from AND at > '$t'");
+cmp_ok($peak, '>=', $before + 0.2,
+	"the margin rose at once ($before -> $peak)");
+
+# Under the steady load that follows it comes down again, from wherever
+# it peaked: the misses can go on raising it for a while after $peak was
+# read.
+ok( $node->poll_query_until(
+		'postgres', qq{
+	SELECT count(*) > 0 FROM (
+		SELECT margin, max(margin) OVER (ORDER BY cycle) AS highest
+		  FROM bgw_jit_history WHERE at > '$t') h
+	 WHERE margin < highest - 0.01}),
+	'and came down again under the steady load');
+
+ok( $node->poll_query_until(
+		'postgres',
+		"SELECT count(*) >= 50 FROM bgw_jit_history WHERE cycle > $start"),
+	'fifty cycles since the replay\'s start');
+my $first_miss = $node->safe_psql('postgres', qq{
+	SELECT min(cycle) FROM bgw_jit_history
+	 WHERE cycle > $from AND at > '$t' AND misses > 0.001});
+my ($replayed, $differ) = replay_pacer_mismatches($node, $from);
+cmp_ok($replayed, '>=', 50, "replayed $replayed cycles from cycle $start");
+cmp_ok($start, '<', $first_miss,
+	"the replay includes the misses (first at cycle $first_miss)");
+is($differ, 0, 'the replay reproduces every decision of the controller');
+$load->finish;
+
+$node->stop;
+done_testing();
