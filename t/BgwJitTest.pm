@@ -581,45 +581,41 @@ sub replay_core_estimator
 	return split /\|/, $out, 3;
 }
 
-# The history with each cycle's predecessor's counts (h) and the cycle a
-# replay of the cycles after $from starts from (first): the first after
-# $from that, from 16, saw the backends' writes change (NULL
+# The history with each cycle's predecessor's counts (h) and the state a
+# replay of the cycles after $from starts from (first): the first cycle
+# after $from that, from 16, saw the backends' writes change (the
+# controller judges their increase over the allocations since the last
+# change, so a replay can start only where that sum is zero; NULL
 # backend_writes, on 15, means the server does not count dirty
 # evictions), and not one its slice cut short whose lead was at its cap
 # (3/4 of the pool): its sleep is not its plan's, so the replay cannot
 # tell whether the lead was saturated, which decides whether misses raise
-# the margin.  A WITH clause, for replay_pacer_mismatches and
-# replay_start_cycle.
+# the margin.  $from undef: the worker's own start (the state
+# pacer_init() gives, bgw_jit_replay_pacer()'s defaults), for a history
+# that holds every cycle since; the backends need not have written.
 sub replay_start_sql
 {
 	my ($from) = @_;
-	return qq{
-	WITH h AS (SELECT *, lag(evicted) OVER w AS pu, lag(redirtied) OVER w AS pw,
-					  lag(backend_writes) OVER w AS prev_bw
-				 FROM bgw_jit_history WINDOW w AS (ORDER BY cycle)),
-	first AS (SELECT * FROM h WHERE cycle > $from
+	my $first = defined $from
+	  ? qq{SELECT * FROM h WHERE cycle > $from
 				 AND (NOT sliced OR lead_target < 0.75 * (SELECT setting::int FROM pg_settings
 													  WHERE name = 'shared_buffers'))
 				 AND (backend_writes IS NULL OR backend_writes <> prev_bw)
-			   ORDER BY cycle LIMIT 1)};
+			   ORDER BY cycle LIMIT 1}
+	  : q{SELECT 0 AS cycle, 0::float8 AS hand_rate, 1.5::float8 AS margin,
+				 0 AS sleep_ms, NULL::bigint AS backend_writes};
+	return qq{
+	WITH h AS (SELECT *, coalesce(lag(evicted) OVER w, 0) AS pu,
+					  coalesce(lag(redirtied) OVER w, 0) AS pw,
+					  lag(backend_writes) OVER w AS prev_bw
+				 FROM bgw_jit_history WINDOW w AS (ORDER BY cycle)),
+	first AS ($first)};
 }
 
-# The cycle replay_pacer_mismatches($node, $from) would start from, polled
-# for until there is one (a test that needs the replay to cover an event
-# waits for this before causing it); undef if none came in time.
-sub replay_start_cycle
-{
-	my ($node, $from) = @_;
-	my $sql = replay_start_sql($from) . ' SELECT count(*) > 0 FROM first';
-	return undef unless poll_for($node, $sql, $PostgreSQL::Test::Utils::timeout_default);
-	return $node->safe_psql('postgres', replay_start_sql($from) . ' SELECT cycle FROM first');
-}
-push @EXPORT, qw(replay_start_cycle);
-
-# Replay bgw_jit_history's cycles after cycle $from through
-# bgw_jit_replay_pacer(), started from the state of the cycle
-# replay_start_sql picks (evicted and redirtied were judged the cycle
-# before).
+# Replay bgw_jit_history's cycles after cycle $from (undef: all, from
+# the worker's start) through bgw_jit_replay_pacer(), started from the
+# state replay_start_sql picks (evicted and redirtied were judged the
+# cycle before).
 # $settings: further arguments of bgw_jit_replay_pacer() (the settings
 # the cycles ran with, e.g. "delay => 50").  Returns how many cycles were
 # replayed and how many differ in sleep, lead, margin, speed or misses.
@@ -627,6 +623,9 @@ sub replay_pacer_mismatches
 {
 	my ($node, $from, $settings) = @_;
 	$settings = defined $settings ? "$settings," : '';
+	die 'the history does not begin at the worker\'s first cycle'
+	  if !defined $from
+	  && $node->safe_psql('postgres', 'SELECT min(cycle) FROM bgw_jit_history') ne '1';
 	my $out = $node->safe_psql('postgres', replay_start_sql($from) . qq{,
 	rest AS (SELECT array_agg(elapsed_us ORDER BY cycle) el,
 					array_agg(strategy_delta ORDER BY cycle) mv,
