@@ -104,6 +104,8 @@ typedef struct PacerState
 	double		margin;			/* the automatic margin */
 	double		planned_ms;		/* sleep the previous cycle planned; 0: none */
 	double		tokens;			/* pages the rate budget allows now */
+	double		written_rate;	/* pages/s the scans wrote, smoothed */
+	double		written_since;	/* pages charged since the last plan */
 	bool		backend_valid;	/* backend_seen holds a reading */
 	uint64		backend_seen;	/* backends' writes as last read */
 	double		alloc_since;	/* allocations since they last changed */

@@ -116,15 +116,22 @@ SELECT cycle, round(misses::numeric, 4) AS misses
                             backend_writes => ARRAY[0, 40, 40, 80],
                             nbuffers => 100000, start_hand_rate => 20000,
                             start_planned_ms => 100);
--- With no movement, an idle cycle writes at the decaying allocation rate
--- or one lap per scan_whole_pool_seconds, whichever is more, per sleep:
--- 20000 allocations/s (the first cycle: 4000 pages a 200 ms sleep),
--- decaying over 16 cycles of 200 ms, are 18750/s at the second, 3750
--- pages; the hand passing ten times as many buffers does not count.
-SELECT cycle, round(hand_rate) AS hand_rate, sleep_ms, idle_pages
-  FROM bgw_jit_replay_pacer(ARRAY[200000, 200000, 200000],
-                            ARRAY[40000, 0, 0],
-                            recent_alloc => ARRAY[4000, 0, 0],
+-- What a cycle that sees no movement may write: the rate the scans wrote
+-- at, while allocations last, or one lap per scan_whole_pool_seconds,
+-- whichever is more, for the time since the previous cycle began (at most
+-- one delay).  smoothing_samples 1: each rate is the last interval's.
+-- 1: nothing written yet: the lap, 1000 pages/s for 200 ms.  2: 1000
+-- pages written in 200 ms, 20000 allocations/s: 5000/s, not 20000/s.
+-- 3: 10 ms later (a sliced cycle's continuation), 50 pages, not a whole
+-- sleep's.  4: after 5 s of hibernation with no allocation: the lap, for
+-- one delay.  The hand's speed (200000/s) counts for none of it.
+SELECT cycle, idle_pages
+  FROM bgw_jit_replay_pacer(ARRAY[200000, 200000, 10000, 5000000],
+                            ARRAY[40000, 40000, 2000, 0],
+                            ARRAY[1000, 50, 0, 0],
+                            recent_alloc => ARRAY[4000, 4000, 200, 0],
+                            smoothing_samples => 1,
+                            scan_whole_pool_seconds => 1000,
                             nbuffers => 1000000, start_hand_rate => 200000,
                             start_planned_ms => 200);
 SELECT cycle, idle_pages
