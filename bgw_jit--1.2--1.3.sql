@@ -269,6 +269,7 @@ w AS (
     SELECT count(*) FILTER (WHERE h.strategy_delta > 0) AS busy,
            coalesce(sum(h.strategy_delta), 0) AS moved,
            coalesce(sum(h.written + h.all_written), 0) AS written,
+           coalesce(sum(h.all_written), 0) AS all_written,
            coalesce(sum(h.overrun), 0) AS overrun,
            coalesce(sum(h.elapsed_us), 0) / 1e6 AS seconds,
            count(*) FILTER (WHERE h.strategy_delta > 0 AND h.lapped) AS lapped,
@@ -489,6 +490,21 @@ findings AS (
       FROM e
      WHERE e.cleaning AND e.evicted + e.redirtied >= 200
        AND e.redirtied_window_pct >= 10
+       AND NOT (e.strategy = 'jit+all' AND e.all_written > 0)
+    UNION ALL
+    -- the all-buffers scan: measured (bench/checkpoints, doc/performance.md)
+    -- to add writes without flattening checkpoints that core spreads
+    SELECT 9, 'notice', 'bgw_jit.strategy', e.strategy, 'jit',
+           'the all-buffers scan of jit+all adds writes and does not flatten checkpoints that are spread (checkpoint_completion_target); jit cleans what backends evict',
+           format('the all-buffers scan wrote %s of the %s pages the worker wrote in the last %s s%s; checkpoint_completion_target = %s',
+                  e.all_written, e.written, round(e.seconds),
+                  CASE WHEN e.evicted + e.redirtied > 0
+                       THEN format(', and %s%% of the %s writes judged were dirtied again before eviction',
+                                   round(e.redirtied_window_pct, 1), e.evicted + e.redirtied)
+                       ELSE '' END,
+                  current_setting('checkpoint_completion_target'))
+      FROM e
+     WHERE e.enabled = 'on' AND e.strategy = 'jit+all' AND e.all_written > 0
 )
 SELECT severity, setting, current_value, suggested_value, finding, evidence
   FROM findings

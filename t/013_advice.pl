@@ -233,12 +233,23 @@ ok( $node->poll_query_until(
 	'bgwriter_lru_maxpages = 100 under load: a warning, suggesting 0');
 stop_load($load);
 
-# --- wasted writes: jit+all writing hot pages that are dirtied again ---
+# --- jit+all writing hot pages that are dirtied again ---
+# One finding on the strategy, the all-buffers scan's (its writes and the
+# share re-dirtied as evidence), not also the general one on wasted writes.
 configure("bgw_jit.strategy = 'jit+all'", 'bgw_jit.all_percent = 100',
 	'bgw_jit.all_maxpages = 1000', "bgw_jit.delay = '20ms'");
 $r = findings_under_load('jit+all on hot pages', { hot => 1 }, 'bgw_jit.strategy');
 is($r->{'bgw_jit.strategy'}{suggested}, 'jit', 'the jit strategy is suggested');
 is($r->{'bgw_jit.strategy'}{severity}, 'notice', 'a notice');
+my $all_scan = query_hash($node, q{
+	SELECT count(*) AS n, max(finding) AS finding, max(evidence) AS evidence
+	  FROM bgw_jit_advice WHERE setting = 'bgw_jit.strategy'});
+is($all_scan->{n}, 1, 'one finding on the strategy');
+like($all_scan->{finding}, qr/all-buffers scan .* does not flatten checkpoints/,
+	'the all-buffers scan\'s finding');
+like($all_scan->{evidence},
+	qr/the all-buffers scan wrote [1-9]\d* of the \d+ pages .* were dirtied again/,
+	'its evidence: the scan\'s writes and the share re-dirtied');
 
 # --- settings that stop the cleaning (no load needed) ---
 for my $case (['bgw_jit.enabled = off', 'bgw_jit.enabled', 'on'],
