@@ -144,30 +144,10 @@ SKIP:
 # (The estimator itself is checked against core's arithmetic by the
 # regression test; this checks that each cycle records its inputs and
 # results faithfully: replaying them gives the recorded figures.)
-my $replay = $node->safe_psql(
-	'postgres', q{
-	WITH h AS (SELECT * FROM bgw_jit_history ORDER BY cycle DESC LIMIT 300),
-		 o AS (SELECT * FROM h ORDER BY cycle),
-		 first AS (SELECT * FROM o LIMIT 1),
-		 rest AS (SELECT * FROM o OFFSET 1),
-		 r AS (
-			SELECT r.* FROM first, bgw_jit_replay(
-				(SELECT array_agg(recent_alloc ORDER BY cycle) FROM rest),
-				(SELECT array_agg(strategy_delta ORDER BY cycle) FROM rest),
-				(SELECT array_agg(bufs_ahead::bigint ORDER BY cycle) FROM rest),
-				(SELECT array_agg(scanned::bigint ORDER BY cycle) FROM rest),
-				(SELECT array_agg(reusable_found::bigint ORDER BY cycle) FROM rest),
-				lru_multiplier => 4.0, smoothing_samples => 16, delay => 20,
-				scan_whole_pool_seconds => 120,
-				start_smoothed_alloc => first.smoothed_alloc,
-				start_smoothed_density => first.smoothed_density) r)
-	SELECT count(*),
-		   count(*) FILTER (WHERE rest.smoothed_alloc = r.smoothed_alloc
-							  AND rest.smoothed_density = r.smoothed_density
-							  AND rest.upcoming_alloc_est = r.upcoming_alloc_est)
-	FROM (SELECT row_number() OVER (ORDER BY cycle) AS n, * FROM rest) rest
-	JOIN r ON r.cycle = rest.n});
-my ($replayed, $matching) = split /\|/, $replay;
+my ($replayed, $matching) = replay_estimator_matches(
+	$node,
+	cycles => 'SELECT * FROM bgw_jit_history ORDER BY cycle DESC LIMIT 300',
+	multiplier => 4.0, smoothing => 16, delay => 20, whole => 120);
 cmp_ok($replayed, '>', 50, "replayed $replayed cycles of history");
 is($matching, $replayed, 'replay reproduces every cycle exactly');
 # bgw_jit_replay() runs the worker's own estimator code; the same cycles

@@ -168,28 +168,10 @@ update_load($node, clients => 2, seconds => 3, scale => $scale);
 sub estimator_replay
 {
 	my ($samples) = @_;
-	return split /\|/, $node->safe_psql(
-		'postgres', qq{
-		WITH o AS (SELECT * FROM bgw_jit_history WHERE cycle > $from),
-			 first AS (SELECT * FROM o ORDER BY cycle LIMIT 1),
-			 rest AS (SELECT * FROM o WHERE cycle > (SELECT cycle FROM first)),
-			 r AS (
-				SELECT r.* FROM first, bgw_jit_replay(
-					(SELECT array_agg(recent_alloc ORDER BY cycle) FROM rest),
-					(SELECT array_agg(strategy_delta ORDER BY cycle) FROM rest),
-					(SELECT array_agg(bufs_ahead::bigint ORDER BY cycle) FROM rest),
-					(SELECT array_agg(scanned::bigint ORDER BY cycle) FROM rest),
-					(SELECT array_agg(reusable_found::bigint ORDER BY cycle) FROM rest),
-					lru_multiplier => 2, smoothing_samples => $samples, delay => 200,
-					scan_whole_pool_seconds => 120,
-					start_smoothed_alloc => first.smoothed_alloc,
-					start_smoothed_density => first.smoothed_density) r)
-		SELECT count(*),
-			   count(*) FILTER (WHERE rest.smoothed_alloc = r.smoothed_alloc
-								  AND rest.smoothed_density = r.smoothed_density
-								  AND rest.upcoming_alloc_est = r.upcoming_alloc_est)
-		FROM (SELECT row_number() OVER (ORDER BY cycle) AS n, * FROM rest) rest
-		JOIN r ON r.cycle = rest.n});
+	return replay_estimator_matches(
+		$node,
+		cycles => "SELECT * FROM bgw_jit_history WHERE cycle > $from",
+		multiplier => 2, smoothing => $samples, delay => 200, whole => 120);
 }
 my ($replayed, $matching) = estimator_replay(4);
 cmp_ok($replayed, '>', 10, "replayed $replayed cycles run with smoothing_samples = 4");

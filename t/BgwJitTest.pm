@@ -581,6 +581,42 @@ sub replay_core_estimator
 	return split /\|/, $out, 3;
 }
 
+# Replay the rows of bgw_jit_history that $opt{cycles} (SQL) selects,
+# consecutive cycles of one worker, through bgw_jit_replay() (the worker's
+# own estimator code), started from the state the first of them recorded,
+# with the settings they ran with: $opt{multiplier}, $opt{smoothing},
+# $opt{delay} (ms), $opt{whole} (scan_whole_pool_seconds).  Returns (cycles
+# replayed, cycles whose smoothed_alloc, smoothed_density and
+# upcoming_alloc_est match the recorded ones exactly).
+sub replay_estimator_matches
+{
+	my ($node, %opt) = @_;
+	return split /\|/, $node->safe_psql(
+		'postgres', qq{
+		WITH h AS ($opt{cycles}),
+			 first AS (SELECT * FROM h ORDER BY cycle LIMIT 1),
+			 rest AS (SELECT row_number() OVER (ORDER BY cycle) AS n, h.*
+						FROM h WHERE cycle > (SELECT cycle FROM first)),
+			 r AS (
+				SELECT r.* FROM first, bgw_jit_replay(
+					(SELECT array_agg(recent_alloc ORDER BY n) FROM rest),
+					(SELECT array_agg(strategy_delta ORDER BY n) FROM rest),
+					(SELECT array_agg(bufs_ahead::bigint ORDER BY n) FROM rest),
+					(SELECT array_agg(scanned::bigint ORDER BY n) FROM rest),
+					(SELECT array_agg(reusable_found::bigint ORDER BY n) FROM rest),
+					lru_multiplier => $opt{multiplier},
+					smoothing_samples => $opt{smoothing}, delay => $opt{delay},
+					scan_whole_pool_seconds => $opt{whole},
+					start_smoothed_alloc => first.smoothed_alloc,
+					start_smoothed_density => first.smoothed_density) r)
+		SELECT count(*),
+			   count(*) FILTER (WHERE rest.smoothed_alloc = r.smoothed_alloc
+								  AND rest.smoothed_density = r.smoothed_density
+								  AND rest.upcoming_alloc_est = r.upcoming_alloc_est)
+		  FROM rest JOIN r ON r.cycle = rest.n});
+}
+push @EXPORT, qw(replay_estimator_matches);
+
 # The history with each cycle's predecessor's counts (h) and the state a
 # replay of the cycles after $from starts from (first): the first cycle
 # after $from that, from 16, saw the backends' writes change (the
