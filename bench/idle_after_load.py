@@ -76,7 +76,9 @@ def main(out):
     # 1-second write rates from the sampler
     rates = []
     for a, b in zip(proc, proc[1:]):
-        if a["wchar"] is None or b["wchar"] is None:
+        # (a sample the sampler read while /proc changed may lack a field)
+        if any(x[k] is None for x in (a, b)
+               for k in ("wchar", "run_ns", "vcsw", "nvcsw")):
             continue
         dt = b["t"] - a["t"]
         rates.append({
