@@ -257,7 +257,7 @@ pacer_plan(PacerState *state, const PacerParams *params,
 		plan->write_budget = Min(plan->write_budget, params->maxpages);
 }
 
-/* Take this cycle's writes out of the rate budget; they make the written rate. */
+/* Take this cycle's writes out of the budget; they make the written rate. */
 void
 pacer_charge(PacerState *state, const PacerParams *params, int written)
 {
