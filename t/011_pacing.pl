@@ -158,9 +158,14 @@ my $limited = grep { $_->{hit} eq 't' } @$cycles;
 cmp_ok($limited, '>', 0,
 	"the budget stopped $limited of " . scalar(@$cycles) . ' scans');
 cmp_ok($written, '>', 0, "the worker wrote $written pages");
-cmp_ok($written, '<=', 128 * $elapsed + 128,
+# On 15 the count is the worker's write calls, which include its own WAL
+# flushes (before writing a page whose WAL was not on disk yet; a few a
+# second under this load, 4 over the limit in one CI run): allowed for as
+# 3% of the limit.  Without the budget the load takes thousands more.
+my $rate_limit = (128 * $elapsed + 128) * ($node->pg_version >= 16 ? 1 : 1.03);
+cmp_ok($written, '<=', $rate_limit,
 	sprintf('rate budget: %d pages (%s) in %.2f s of wall-clock time (limit %.0f)',
-		$written, worker_writes_source($node), $elapsed, 128 * $elapsed + 128));
+		$written, worker_writes_source($node), $elapsed, $rate_limit));
 
 # --- a per-cycle cap works as core's lru_maxpages ---
 # Fixed pacing at the default delay of 200 ms: under load the worker
