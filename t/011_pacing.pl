@@ -159,10 +159,11 @@ cmp_ok($limited, '>', 0,
 	"the budget stopped $limited of " . scalar(@$cycles) . ' scans');
 cmp_ok($written, '>', 0, "the worker wrote $written pages");
 # On 15 the count is the worker's write calls, which include its own WAL
-# flushes (before writing a page whose WAL was not on disk yet; a few a
-# second under this load, 4 over the limit in one CI run): allowed for as
-# 3% of the limit.  Without the budget the load takes thousands more.
-my $rate_limit = (128 * $elapsed + 128) * ($node->pg_version >= 16 ? 1 : 1.03);
+# flushes (before writing a page whose WAL was not on disk yet): in one
+# CI run 781 calls for 770 pages (the worker's own count), against a limit
+# of 777.  Allowed for as 5% of the limit; without the budget the load
+# takes thousands more.
+my $rate_limit = (128 * $elapsed + 128) * ($node->pg_version >= 16 ? 1 : 1.05);
 cmp_ok($written, '<=', $rate_limit,
 	sprintf('rate budget: %d pages (%s) in %.2f s of wall-clock time (limit %.0f)',
 		$written, worker_writes_source($node), $elapsed, $rate_limit));
