@@ -52,11 +52,7 @@ sub start_load
 sub stop_load
 {
 	my ($load) = @_;
-	$load->{h}->kill_kill;
-	# wait until its sessions are gone
-	$node->poll_query_until('postgres',
-		"SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = 'pgbench'")
-	  or diag('pgbench sessions still there');
+	kill_pgbench($node, $load->{h});
 	return;
 }
 

@@ -90,7 +90,7 @@ ok( $node->poll_query_until('postgres', qq{
 ($n, $bad, $combined, $written) = cycles_after($t2, 'combined = 0');
 is($bad, 0, "no neighbours written with combine_limit = 1 ($n cycles, $written written)");
 
-$load->kill_kill;
+kill_pgbench($node, $load);
 $load->finish;
 
 # --- what it wrote reads back intact ---

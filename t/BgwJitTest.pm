@@ -472,6 +472,20 @@ sub wait_for_worker
 	return undef;
 }
 
+# Kill a background pgbench started with IPC::Run::start and wait until
+# its sessions have gone: a backend finishes (and commits) the statement
+# it was running when its client vanished.
+sub kill_pgbench
+{
+	my ($node, $h) = @_;
+	$h->kill_kill;
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE application_name = 'pgbench'")
+	  or die 'pgbench sessions still there';
+	return;
+}
+push @EXPORT, 'kill_pgbench';
+
 # Wait until process $pid has gone (exited and been reaped); true if it
 # did within $seconds (default: the suite's timeout).
 sub wait_for_exit
