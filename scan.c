@@ -22,6 +22,7 @@
 #include "postgres.h"
 
 #include <math.h>
+#include <sched.h>
 #include <time.h>
 
 #include "miscadmin.h"
@@ -73,6 +74,7 @@ void
 scan_limit_start(ScanLimit *limit, int pages)
 {
 	limit->start_cpu_us = scan_thread_cpu_us();
+	limit->yield_cpu_us = limit->start_cpu_us;
 	limit->slice_ms = SCAN_SLICE_MS;
 	limit->pages = pages;
 	limit->out_of_time = false;
@@ -115,7 +117,14 @@ scan_jit_state(void)
 static bool
 slice_over(ScanLimit *limit)
 {
-	if (scan_thread_cpu_us() - limit->start_cpu_us < limit->slice_ms * 1000.0)
+	int64		now = scan_thread_cpu_us();
+
+	if (bgw_jit_yield_us > 0 && now - limit->yield_cpu_us >= bgw_jit_yield_us)
+	{
+		sched_yield();
+		limit->yield_cpu_us = now;
+	}
+	if (now - limit->start_cpu_us < limit->slice_ms * 1000.0)
 		return false;
 	limit->out_of_time = true;
 	return true;
