@@ -46,7 +46,6 @@ double		bgw_jit_all_percent = 0.333;
 int			bgw_jit_all_maxpages = 5;
 int			bgw_jit_flush_after = 0;
 int			bgw_jit_combine_limit = 1;
-int			bgw_jit_yield_us = 0;
 int			bgw_jit_pacing = BGW_JIT_PACING_AUTO;
 double		bgw_jit_max_write_rate = 0;
 int			bgw_jit_cpu_priority = BGW_JIT_CPU_PRIORITY_NORMAL;
@@ -265,15 +264,6 @@ define_settings(void)
 							1, 1, 128,
 							PGC_SIGHUP,
 							GUC_UNIT_BLOCKS,
-							NULL, NULL, NULL);
-
-	DefineCustomIntVariable("bgw_jit.yield_us",
-							"EXPERIMENT",
-							NULL,
-							&bgw_jit_yield_us,
-							0, 0, 1000000,
-							PGC_SIGHUP,
-							0,
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("bgw_jit.history_size",

@@ -227,7 +227,6 @@ extern double bgw_jit_all_percent;
 extern int	bgw_jit_all_maxpages;
 extern int	bgw_jit_flush_after;
 extern int	bgw_jit_combine_limit;
-extern int	bgw_jit_yield_us;
 extern int	bgw_jit_pacing;
 extern double bgw_jit_max_write_rate;
 extern int	bgw_jit_cpu_priority;

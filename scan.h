@@ -34,7 +34,7 @@
 typedef struct ScanLimit
 {
 	int64		start_cpu_us;	/* the thread's CPU time at the start */
-	int64		yield_cpu_us;
+	int64		yield_cpu_us;	/* its CPU time when it last yielded */
 	double		slice_ms;
 	int			pages;			/* writes the rate still allows */
 	bool		out_of_time;	/* the slice ended with work left */

@@ -244,6 +244,10 @@ def cmd_report_phases(a):
         lo = bisect.bisect_left(ends_sorted, s)
         hi = bisect.bisect_right(ends_sorted, e)
         lats = sorted(xacts[order[k]][2] for k in range(lo, hi))
+        if len(lats) < 100:
+            # too short to say anything (the first phase, when the
+            # reload took longer than the lead-in)
+            continue
         bw = int(p["backend_writes"])
         ww = float(p["worker_pages"])
         figs.append({

@@ -7,7 +7,9 @@
 # clusters' default) PostgreSQL skips sync_file_range altogether.  The
 # pages are dirtied with cleaning off and written by the all-buffers scan
 # (jit+all at 100%, the LRU scan off), all in the cycle after cleaning is
-# switched on.
+# switched on.  The same trace shows the worker giving up its CPU
+# (sched_yield) in the middle of those writes, as scan.c does after every
+# 100 us of a scan's CPU time.
 use strict;
 use warnings;
 
@@ -77,7 +79,7 @@ sub write_with
 		$h = IPC::Run::start(
 			[
 				'strace', '-y', '-o', $trace,
-				'-e', 'trace=pwrite64,pwritev,pwritev2,sync_file_range',
+				'-e', 'trace=pwrite64,pwritev,pwritev2,sync_file_range,sched_yield',
 				'-p', $pid
 			],
 			'2>', \$err);
@@ -107,11 +109,17 @@ sub write_with
 		my $rel = qr{<[^>]*/(?:base|global)/[^>]*>};
 		for (<$fh>)
 		{
-			$got{writes}++ if /^pwrite\w*\(\d+$rel/;
+			if (/^pwrite\w*\(\d+$rel/)
+			{
+				$got{writes}++;
+				# writes made before the first sched_yield
+				$got{writes_before_yield}++ unless $got{yields};
+			}
 			$got{flushes}++ if /^sync_file_range\(\d+$rel/;
+			$got{yields}++ if /^sched_yield\(/;
 		}
 		close $fh;
-		$got{$_} //= 0 for qw(writes flushes);
+		$got{$_} //= 0 for qw(writes flushes yields writes_before_yield);
 		note("strace: $got{writes} page writes, $got{flushes} sync_file_range");
 	}
 	if ($node->pg_version >= 16)
@@ -154,7 +162,17 @@ sub check
 	return;
 }
 
-check('flush_after = 0 (the default)', 'none', write_with('bgw_jit.flush_after = 0'));
+my $default = write_with('bgw_jit.flush_after = 0');
+check('flush_after = 0 (the default)', 'none', $default);
+SKIP:
+{
+	skip "sched_yield: $why", 1 unless defined $default->{writes};
+	ok( $default->{yields} > 0
+		  && $default->{writes_before_yield} < $default->{writes},
+		"the worker yielded its CPU between writes ($default->{yields} "
+		  . "sched_yield calls, the first after $default->{writes_before_yield} "
+		  . "of $default->{writes} writes)");
+}
 check('flush_after = 1', 'each', write_with('bgw_jit.flush_after = 1'));
 check('flush_after = -1, bgwriter_flush_after = 0', 'none',
 	write_with('bgw_jit.flush_after = -1', 'bgwriter_flush_after = 0'));
