@@ -15,6 +15,7 @@ import argparse
 import bisect
 import csv
 import glob
+import gzip
 import os
 import subprocess
 import sys
@@ -251,12 +252,16 @@ def cmd_report_phases(a):
         bw = int(p["backend_writes"])
         ww = float(p["worker_pages"])
         figs.append({
+            "phase": p["phase"],
             "config": p["config"],
             "tps": len(lats) / (e - s),
             "p99": percentile(lats, 99) / 1000.0,
             "mean": sum(lats) / len(lats) / 1000.0,
             "cleaned": 100.0 * ww / (ww + bw) if ww + bw else None,
         })
+    # per phase, so that the ratios can be checked without pgbench's log
+    write_csv(os.path.join(a.out, "phases.csv"),
+              ["phase", "config", "tps", "p99", "mean", "cleaned"], figs)
     names = []
     for f in figs:
         if f["config"] not in names:
@@ -323,6 +328,13 @@ def cmd_report_phases(a):
     print("\n".join(lines))
 
 
+def write_csv(path, cols, rows):
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
 def median(xs):
     xs = sorted(xs)
     n = len(xs)
@@ -379,7 +391,12 @@ def wait_shares(run):
     """Per role (backend / worker), the share of samples per wait event
     ('CPU' = active with no wait event), and the sample count."""
     counts = {}
-    with open(os.path.join(run, "waits.txt")) as f:
+    path = os.path.join(run, "waits.txt")
+    opener = open
+    if not os.path.exists(path):
+        path += ".gz"		# as bench/results keeps it
+        opener = gzip.open
+    with opener(path, "rt") as f:
         for line in f:
             p = line.rstrip("\n").split("|")
             if len(p) != 6:
