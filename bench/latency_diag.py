@@ -21,17 +21,10 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import median, read_env  # noqa: E402  (shared with bench/run)
+
 PROC_COLS = ["role", "pid", "tid", "run_ns", "delay_ns", "vcsw", "nvcsw"]
-
-
-def read_env(path):
-    env = {}
-    with open(path) as f:
-        for line in f:
-            if "=" in line:
-                k, v = line.rstrip("\n").split("=", 1)
-                env[k] = v
-    return env
 
 
 def psql_cmd(a):
@@ -333,14 +326,6 @@ def write_csv(path, cols, rows):
         w = csv.DictWriter(f, fieldnames=cols, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-
-
-def median(xs):
-    xs = sorted(xs)
-    n = len(xs)
-    if n == 0:
-        return None
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
 
 
 def percentile(sorted_xs, p):
@@ -681,29 +666,26 @@ def cmd_report(a):
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
-    s = sub.add_parser("sample")
-    s.add_argument("--dir", required=True)
-    s.add_argument("--psql", required=True)
-    s.add_argument("--host", required=True)
-    s.add_argument("--port", type=int, required=True)
-    s.add_argument("--user", required=True)
-    s.add_argument("--duration", type=float, required=True)
+    def during_run(name):
+        """A command that works on the server while pgbench runs."""
+        c = sub.add_parser(name)
+        c.add_argument("--dir", required=True)
+        c.add_argument("--psql", required=True)
+        c.add_argument("--host", required=True)
+        c.add_argument("--port", type=int, required=True)
+        c.add_argument("--user", required=True)
+        c.add_argument("--duration", type=float, required=True)
+        c.add_argument("--t0", type=float, required=True,
+                       help="when pgbench started (epoch seconds)")
+        return c
+    s = during_run("sample")
     s.add_argument("--sample-ms", type=int, default=20)
-    s.add_argument("--t0", type=float, required=True,
-                   help="when pgbench started (epoch seconds)")
     r = sub.add_parser("report")
     r.add_argument("--out", required=True)
     r.add_argument("--reference", default="off")
-    al = sub.add_parser("alternate")
-    al.add_argument("--dir", required=True)
-    al.add_argument("--psql", required=True)
-    al.add_argument("--host", required=True)
-    al.add_argument("--port", type=int, required=True)
-    al.add_argument("--user", required=True)
-    al.add_argument("--duration", type=float, required=True)
+    al = during_run("alternate")
     al.add_argument("--phase", type=float, required=True)
     al.add_argument("--conf", required=True)
-    al.add_argument("--t0", type=float, required=True)
     al.add_argument("configs", nargs="+")
     rp = sub.add_parser("report-phases")
     rp.add_argument("--out", required=True)
