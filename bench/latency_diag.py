@@ -272,14 +272,6 @@ def cmd_report_phases(a):
                 out.append(figs[j])
         return out
 
-    def fmt(xs, d):
-        xs = [x for x in xs if x is not None]
-        if not xs:
-            return "–"
-        form = "%%.%df" % d
-        return (form + " [" + form + "–" + form + "]") % (
-            median(xs), min(xs), max(xs))
-
     lines = ["# Tail latency, configurations alternating in one load "
              "(bench/latency-diag --phase)", ""]
     lines.append("Command: `%s`  " % meta.get("cmdline", "?"))
@@ -311,14 +303,26 @@ def cmd_report_phases(a):
                 rp.append(f["p99"] / (sum(g["p99"] for g in nb) / len(nb)))
                 rm.append(f["mean"] / (sum(g["mean"] for g in nb) / len(nb)))
         lines.append("| %s | %d | %s | %s | %s | %s | %s | %s |" % (
-            name, len(mine), fmt([f["tps"] for _, f in mine], 0),
-            fmt([f["p99"] for _, f in mine], 3),
-            fmt([f["cleaned"] for _, f in mine], 2),
-            fmt(rt, 3), fmt(rp, 3), fmt(rm, 3)))
+            name, len(mine), med_range([f["tps"] for _, f in mine], 0),
+            med_range([f["p99"] for _, f in mine], 3),
+            med_range([f["cleaned"] for _, f in mine], 2),
+            med_range(rt, 3), med_range(rp, 3), med_range(rm, 3)))
     lines.append("")
     with open(os.path.join(a.out, "summary.md"), "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
+
+
+def med_range(xs, d):
+    """'median [min–max]' of the values that are not None, d decimals."""
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "–"
+    form = "%%.%df" % d
+    if len(xs) == 1:
+        return form % xs[0]
+    return (form + " [" + form + "–" + form + "]") % (median(xs), min(xs),
+                                                      max(xs))
 
 
 def write_csv(path, cols, rows):
@@ -517,16 +521,6 @@ def cmd_report(a):
             if g[col]:
                 rs.append(f[col] / g[col])
         return med_range(rs, 3)
-
-    def med_range(xs, d):
-        xs = [x for x in xs if x is not None]
-        if not xs:
-            return "–"
-        fmt = "%%.%df" % d
-        if len(xs) == 1:
-            return fmt % xs[0]
-        return (fmt + " [" + fmt + "–" + fmt + "]") % (median(xs), min(xs),
-                                                      max(xs))
 
     lines = ["# Where the tail latency goes (bench/latency-diag)", ""]
     lines.append("Command: `%s`  " % meta.get("cmdline", "?"))
