@@ -7,6 +7,7 @@ OBJS = \
 	cleaner.o \
 	compat.o \
 	estimator.o \
+	flusher.o \
 	pacer.o \
 	persist.o \
 	scan.o \

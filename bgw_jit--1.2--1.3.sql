@@ -5,15 +5,17 @@
 
 -- 1.3: no object names a column of a system view any more, so that
 -- pg_upgrade can restore the extension on any later major version, and
--- bgw_jit_stats gains pid, the worker's process id, and buf_backend_at,
--- when the count buf_backend comes from was read.  Whatever is created
+-- bgw_jit_stats gains pid, the worker's process id, buf_backend_at,
+-- when the count buf_backend comes from was read, and buf_wal_deferred,
+-- the pages put off until the WAL flusher had flushed their WAL.  Whatever is created
 -- here must be created exactly as bgw_jit--1.3.sql creates it (the
 -- regression test compares an updated install with a fresh one).
 --
 -- bgw_jit_advice reads bgw_jit_stats, bgw_jit_history and
 -- pg_stat_bgwriter, and bgw_jit_bgwriter pg_stat_bgwriter: all are
 -- re-created.  bgw_jit_history gains the columns of the bounded, miss-driven
--- controller (sliced, restarted, misses, write_rate, backend_writes), and
+-- controller (sliced, restarted, misses, write_rate, backend_writes) and
+-- wal_deferred, and
 -- bgw_jit_replay_pacer() the matching inputs and outputs.
 DROP VIEW bgw_jit_advice;
 DROP VIEW bgw_jit_bgwriter;
@@ -59,7 +61,8 @@ CREATE FUNCTION bgw_jit_history(
     OUT restarted boolean,
     OUT misses double precision,
     OUT write_rate double precision,
-    OUT backend_writes bigint
+    OUT backend_writes bigint,
+    OUT wal_deferred integer
 )
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'bgw_jit_history_1_3'
@@ -141,7 +144,8 @@ CREATE FUNCTION bgw_jit_stats(
     OUT cpu_priority text,
     OUT buf_combined bigint,
     OUT pid integer,
-    OUT buf_backend_at timestamp with time zone
+    OUT buf_backend_at timestamp with time zone,
+    OUT buf_wal_deferred bigint
 )
 RETURNS record
 AS 'MODULE_PATHNAME', 'bgw_jit_stats_1_3'
@@ -184,7 +188,8 @@ CREATE VIEW bgw_jit_stats AS
            cpu_priority,
            buf_combined,
            pid,
-           buf_backend_at
+           buf_backend_at,
+           buf_wal_deferred
     FROM bgw_jit_stats();
 
 GRANT SELECT ON bgw_jit_stats TO PUBLIC;

@@ -35,7 +35,8 @@ CREATE FUNCTION bgw_jit_stats(
     OUT cpu_priority text,
     OUT buf_combined bigint,
     OUT pid integer,
-    OUT buf_backend_at timestamp with time zone
+    OUT buf_backend_at timestamp with time zone,
+    OUT buf_wal_deferred bigint
 )
 RETURNS record
 AS 'MODULE_PATHNAME', 'bgw_jit_stats_1_3'
@@ -78,7 +79,8 @@ CREATE VIEW bgw_jit_stats AS
            cpu_priority,
            buf_combined,
            pid,
-           buf_backend_at
+           buf_backend_at,
+           buf_wal_deferred
     FROM bgw_jit_stats();
 
 CREATE FUNCTION bgw_jit_history(
@@ -114,7 +116,8 @@ CREATE FUNCTION bgw_jit_history(
     OUT restarted boolean,
     OUT misses double precision,
     OUT write_rate double precision,
-    OUT backend_writes bigint
+    OUT backend_writes bigint,
+    OUT wal_deferred integer
 )
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'bgw_jit_history_1_3'

@@ -308,6 +308,12 @@ register_worker(void)
 	strlcpy(worker.bgw_name, "bgw_jit cleaner", BGW_MAXLEN);
 	strlcpy(worker.bgw_type, "bgw_jit", BGW_MAXLEN);
 	RegisterBackgroundWorker(&worker);
+
+	/* The cleaner's WAL flushes (flusher.c), from the same start. */
+	strlcpy(worker.bgw_function_name, "bgw_jit_flusher_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "bgw_jit wal flusher", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "bgw_jit wal flusher", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
 }
 
 static Size
@@ -346,6 +352,7 @@ bgw_jit_shmem_startup(void)
 		bgw_jit_shared->smoothed_density = JIT_INITIAL_DENSITY;
 		bgw_jit_shared->stats_reset = GetCurrentTimestamp();
 		pg_atomic_init_u32(&bgw_jit_shared->hibernating, 0);
+		pg_atomic_init_u64(&bgw_jit_shared->flush_request, InvalidXLogRecPtr);
 		bgw_jit_stats_load(bgw_jit_shared);
 	}
 	bgw_jit_clean_marks = ShmemInitStruct("bgw_jit clean marks",

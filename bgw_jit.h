@@ -10,6 +10,7 @@
 #ifndef BGW_JIT_H
 #define BGW_JIT_H
 
+#include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
 #include "port/atomics.h"
 #include "storage/buf_internals.h"
@@ -82,6 +83,7 @@ typedef struct BgwJitCycle
 	int			reusable_found; /* reusable buffers the scan found */
 	int			evicted;		/* earlier writes whose page left its buffer */
 	int			redirtied;		/* earlier writes whose page was dirty again */
+	int			wal_deferred;	/* pages put off until their WAL is flushed */
 	bool		lapped;			/* the hand had overtaken the cleaner */
 	bool		hit_maxpages;
 	bool		sliced;			/* its time slice ended with work left */
@@ -110,6 +112,7 @@ typedef struct BgwJitCounters
 	uint64		hibernations;
 	uint64		buffers_scanned;
 	uint64		buffers_reusable;
+	uint64		buf_wal_deferred;	/* pages put off until their WAL was flushed */
 } BgwJitCounters;
 
 /*
@@ -205,6 +208,16 @@ typedef struct BgwJitShared
 	Latch	   *worker_latch;
 
 	/*
+	 * The WAL flusher (flusher.c): the LSN the cleaner wants flushed
+	 * (InvalidXLogRecPtr: none), and the flusher's latch and process id,
+	 * NULL and 0 while none runs.  Written by the cleaner and the flusher
+	 * only, on a cache line of their own.
+	 */
+	pg_attribute_aligned(PG_CACHE_LINE_SIZE) pg_atomic_uint64 flush_request;
+	Latch	   *flusher_latch;
+	int			flusher_pid;
+
+	/*
 	 * Ring of the last history_size cycles; history_count ever recorded.
 	 * Aligned to start the cache line after the one above.
 	 */
@@ -256,6 +269,7 @@ extern void bgw_jit_stats_save(int code, Datum arg);
 #define CLEANER_WRITTEN		0x02	/* this call wrote it */
 #define CLEANER_EVICTED		0x04	/* an earlier write's page has left */
 #define CLEANER_REDIRTIED	0x08	/* an earlier write's page is dirty again */
+#define CLEANER_DEFERRED	0x10	/* put off until its WAL is flushed */
 
 /* cleaner.c: what neighbours written along with a page added up to */
 typedef struct CleanerCombined
@@ -265,13 +279,30 @@ typedef struct CleanerCombined
 	int			redirtied;
 } CleanerCombined;
 
+/* cleaner.c: a page put off until its WAL is flushed */
+typedef struct CleanerDeferred
+{
+	BufferTag	tag;
+	XLogRecPtr	lsn;			/* the page's LSN when it was put off */
+} CleanerDeferred;
+
 extern void cleaner_clear_marks(void);
 
 extern int	cleaner_sync_buffer(int buf_id, WritebackContext *wb_context,
 								bool any_usage, int combine_limit,
-								CleanerCombined *combined);
+								CleanerCombined *combined,
+								CleanerDeferred *deferred);
+extern int	cleaner_sync_deferred(int buf_id, CleanerDeferred *deferred,
+								  WritebackContext *wb_context);
 
 /* worker.c */
 extern PGDLLEXPORT void bgw_jit_main(Datum main_arg);
+extern void bgw_jit_set_signal_handlers(void);
+extern void bgw_jit_exit(const char *what);
+
+/* flusher.c */
+extern PGDLLEXPORT void bgw_jit_flusher_main(Datum main_arg);
+extern bool bgw_jit_request_wal_flush(XLogRecPtr lsn);
+extern bool bgw_jit_wal_flush_pending(XLogRecPtr lsn);
 
 #endif							/* BGW_JIT_H */

@@ -41,6 +41,7 @@
  */
 #include "postgres.h"
 
+#include "access/xlog.h"
 #include "common/hashfn.h"
 #include "executor/instrument.h"
 #include "storage/bufmgr.h"
@@ -108,12 +109,15 @@ cleaner_clear_marks(void)
  * Examine shared buffer 'buf_id' (0-based) and write it if it is valid,
  * dirty, unpinned and has usage count 0 (any usage count with any_usage);
  * with 'expect', only if it holds that page.  Returns CLEANER_* flags and,
- * when it wrote, the page's tag in *written.  (ReadRecentBuffer makes room
- * in CurrentResourceOwner for its pin.)
+ * when it wrote, the page's tag in *written.  With 'deferred', a page
+ * whose WAL is not flushed yet is not written but put off, if the WAL
+ * flusher takes the flush (CLEANER_DEFERRED; its tag in *written, its LSN
+ * in *deferred).  (ReadRecentBuffer makes room in CurrentResourceOwner
+ * for its pin.)
  */
 static int
 sync_buffer(int buf_id, const BufferTag *expect, WritebackContext *wb_context,
-			bool any_usage, BufferTag *written)
+			bool any_usage, BufferTag *written, XLogRecPtr *deferred)
 {
 	BufferDesc *desc = GetBufferDescriptor(buf_id);
 	uint32	   *mark = &bgw_jit_clean_marks[buf_id];
@@ -160,6 +164,25 @@ sync_buffer(int buf_id, const BufferTag *expect, WritebackContext *wb_context,
 	}
 
 	LockBuffer(buffer, COMPAT_FLUSH_LOCK);
+
+	/*
+	 * FlushBuffer() would wait here for the WAL up to the page's LSN to be
+	 * flushed (unlogged pages carry fake LSNs, and need none).
+	 */
+	if (deferred != NULL && (state & BM_PERMANENT))
+	{
+		XLogRecPtr	lsn = BufferGetLSNAtomic(buffer);
+
+		if (XLogNeedsFlush(lsn) && bgw_jit_request_wal_flush(lsn))
+		{
+			LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
+			ReleaseBuffer(buffer);
+			*written = tag;
+			*deferred = lsn;
+			return result | CLEANER_DEFERRED;
+		}
+	}
+
 #ifdef BGW_JIT_FAULT_INJECTION
 	if (bgw_jit_inject_error)
 		ereport(ERROR,
@@ -208,7 +231,7 @@ lookup_buffer(BufferTag *tag)
  */
 static void
 write_neighbours(const BufferTag *tag, int limit, WritebackContext *wb_context,
-				 bool any_usage, CleanerCombined *combined)
+				 bool any_usage, bool defer_wal, CleanerCombined *combined)
 {
 	BlockNumber segment_start = tag->blockNum - tag->blockNum % RELSEG_SIZE;
 	BlockNumber segment_end = segment_start + (RELSEG_SIZE - 1);
@@ -222,6 +245,7 @@ write_neighbours(const BufferTag *tag, int limit, WritebackContext *wb_context,
 		while (room > 0)
 		{
 			BufferTag	written;
+			XLogRecPtr	lsn;
 			int			buf_id;
 			int			outcome;
 
@@ -232,8 +256,9 @@ write_neighbours(const BufferTag *tag, int limit, WritebackContext *wb_context,
 			buf_id = lookup_buffer(&next);
 			if (buf_id < 0)
 				break;
+			/* (one whose WAL is not flushed ends the run, not put off) */
 			outcome = sync_buffer(buf_id, &next, wb_context, any_usage,
-								  &written);
+								  &written, defer_wal ? &lsn : NULL);
 			combined->evicted += (outcome & CLEANER_EVICTED) ? 1 : 0;
 			combined->redirtied += (outcome & CLEANER_REDIRTIED) ? 1 : 0;
 			if (!(outcome & CLEANER_WRITTEN))
@@ -248,18 +273,44 @@ write_neighbours(const BufferTag *tag, int limit, WritebackContext *wb_context,
  * Examine shared buffer 'buf_id' (0-based) and write it if it is valid,
  * dirty, unpinned and has usage count 0 (any usage count with any_usage).
  * With combine_limit > 1, a write takes qualifying neighbours along (their
- * counts are added to *combined).  Returns CLEANER_* flags for buf_id.
+ * counts are added to *combined).  With 'deferred', a page whose WAL is
+ * not flushed yet is put off instead (CLEANER_DEFERRED), and *deferred
+ * says which, for cleaner_sync_deferred() to write it later.  Returns
+ * CLEANER_* flags for buf_id.
  */
 int
 cleaner_sync_buffer(int buf_id, WritebackContext *wb_context, bool any_usage,
-					int combine_limit, CleanerCombined *combined)
+					int combine_limit, CleanerCombined *combined,
+					CleanerDeferred *deferred)
 {
 	BufferTag	written;
+	XLogRecPtr	lsn;
 	int			result;
 
-	result = sync_buffer(buf_id, NULL, wb_context, any_usage, &written);
+	result = sync_buffer(buf_id, NULL, wb_context, any_usage, &written,
+						 deferred != NULL ? &lsn : NULL);
 	if ((result & CLEANER_WRITTEN) && combine_limit > 1)
 		write_neighbours(&written, combine_limit, wb_context, any_usage,
-						 combined);
+						 deferred != NULL, combined);
+	if (result & CLEANER_DEFERRED)
+	{
+		deferred->tag = written;
+		deferred->lsn = lsn;
+	}
 	return result;
+}
+
+/*
+ * Write a page cleaner_sync_buffer() put off, if buffer 'buf_id' still
+ * holds it and it still qualifies; put off again (its LSN updated) if its
+ * WAL is still not flushed.  Returns CLEANER_* flags.
+ */
+int
+cleaner_sync_deferred(int buf_id, CleanerDeferred *deferred,
+					  WritebackContext *wb_context)
+{
+	BufferTag	written;
+
+	return sync_buffer(buf_id, &deferred->tag, wb_context, false, &written,
+					   &deferred->lsn);
 }

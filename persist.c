@@ -29,7 +29,7 @@
 
 #define STATS_FILE		PGSTAT_STAT_PERMANENT_DIRECTORY "/bgw_jit.stat"
 #define STATS_MAGIC		0x54494A42	/* "BJIT" */
-#define STATS_VERSION	4			/* bump when anything saved changes */
+#define STATS_VERSION	5			/* bump when anything saved changes */
 
 typedef struct StatsFileHeader
 {

@@ -50,6 +50,23 @@
  */
 #define SCAN_YIELD_US	100
 
+/*
+ * Pages the LRU scan put off until the WAL flusher has flushed their WAL
+ * (flusher.c), with their place in the hand's coordinate; retried at the
+ * start of every scan until written, or passed by the hand.  When full,
+ * the scan writes such pages at once, flushing for itself.
+ */
+#define SCAN_DEFERRED_MAX	256
+
+typedef struct DeferredPage
+{
+	int64		position;
+	CleanerDeferred page;
+} DeferredPage;
+
+static DeferredPage deferred[SCAN_DEFERRED_MAX];
+static int	n_deferred = 0;
+
 static bool cleaner_valid = false;
 static int64 clean_position;	/* the frontier, in the hand's coordinate */
 static int	all_next_to_clean = 0;	/* the all-buffers scan's position */
@@ -96,6 +113,7 @@ void
 scan_forget_frontier(void)
 {
 	cleaner_valid = false;
+	n_deferred = 0;
 }
 
 /*
@@ -171,6 +189,39 @@ count_judgements(BgwJitCycle *e, int outcome)
 }
 
 /*
+ * Write the pages put off whose WAL is flushed now, while the write cap
+ * allows; forget those the hand has passed (a backend has evicted them,
+ * or they are in use again).
+ */
+static void
+retry_deferred(int64 hand_position, int write_cap, BgwJitCycle *e)
+{
+	int			kept = 0;
+
+	for (int i = 0; i < n_deferred; i++)
+	{
+		DeferredPage *d = &deferred[i];
+		int			outcome;
+
+		if (d->position < hand_position)
+			continue;
+		if (e->written >= write_cap || bgw_jit_wal_flush_pending(d->page.lsn))
+		{
+			deferred[kept++] = *d;
+			continue;
+		}
+		outcome = cleaner_sync_deferred((int) (d->position % NBuffers),
+										&d->page, &wb_context);
+		count_judgements(e, outcome);
+		if (outcome & CLEANER_WRITTEN)
+			e->written++;
+		else if (outcome & CLEANER_DEFERRED)
+			deferred[kept++] = *d;
+	}
+	n_deferred = kept;
+}
+
+/*
  * The LRU scan proper; fills in e.
  *
  * Self-paced jit scans until the frontier is plan->lead_target buffers
@@ -237,6 +288,8 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 		write_cap = Min(write_cap, plan->idle_pages);
 	reusable_buffers = est.reusable_buffers_est;
 
+	retry_deferred(req->hand_position, write_cap, e);
+
 	while (e->scanned < num_to_scan &&
 		   (lap || self_paced || reusable_buffers < est.upcoming_alloc_est))
 	{
@@ -261,8 +314,15 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 		outcome = cleaner_sync_buffer(next_to_clean, &wb_context, false,
 									  Min(bgw_jit_combine_limit,
 										  write_cap - e->written),
-									  &combined);
+									  &combined,
+									  n_deferred < SCAN_DEFERRED_MAX ?
+									  &deferred[n_deferred].page : NULL);
 		count_judgements(e, outcome);
+		if (outcome & CLEANER_DEFERRED)
+		{
+			deferred[n_deferred++].position = clean_position - 1;
+			e->wal_deferred++;
+		}
 		if (outcome & CLEANER_REUSABLE)
 			reusable_buffers++;
 		if (outcome & CLEANER_WRITTEN)
@@ -316,7 +376,7 @@ scan_all(ScanLimit *limit, BgwJitCycle *e)
 		outcome = cleaner_sync_buffer(buf_id, &wb_context, true,
 									  Min(bgw_jit_combine_limit,
 										  write_cap - e->all_written),
-									  &combined);
+									  &combined, NULL);
 		count_judgements(e, outcome);
 		if (outcome & CLEANER_WRITTEN)
 			e->all_written += 1 + take_combined(e, &combined);

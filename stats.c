@@ -46,13 +46,13 @@ typedef enum BgwJitApi
 #define STATS_COLS_1_0		21
 #define STATS_COLS_1_1		29
 #define STATS_COLS_1_2		30
-#define STATS_COLS_1_3		32
-#define STATS_COLS_MAX		32
+#define STATS_COLS_1_3		33
+#define STATS_COLS_MAX		33
 #define HISTORY_COLS_1_0	19
 #define HISTORY_COLS_1_1	27
 #define HISTORY_COLS_1_2	28
-#define HISTORY_COLS_1_3	33
-#define HISTORY_COLS_MAX	33
+#define HISTORY_COLS_1_3	34
+#define HISTORY_COLS_MAX	34
 #define BGWRITER_COLS_1_2	3
 #define CORE_BGWRITER_COLS	11
 #define REPLAY_COLS			6
@@ -177,6 +177,7 @@ stats_internal(FunctionCallInfo fcinfo, BgwJitApi api)
 		/* when the count buf_backend is derived from was last read */
 		values[i] = timestamp_or_null(snap.backend_read_at, &nulls[i]);
 		i++;
+		values[i++] = Int64GetDatum(snap.counters.buf_wal_deferred);
 	}
 	Assert(i == tupdesc->natts);
 
@@ -257,6 +258,7 @@ put_history_row(ReturnSetInfo *rsinfo, const BgwJitCycle *e, BgwJitApi api)
 		values[i++] = Float8GetDatum(e->write_rate);
 		nulls[i] = (e->backend_writes < 0);
 		values[i++] = Int64GetDatum(e->backend_writes);
+		values[i++] = Int32GetDatum(e->wal_deferred);
 	}
 	Assert(i == rsinfo->setDesc->natts);
 

@@ -147,7 +147,6 @@ static bool error_logged = false;
 static instr_time error_logged_at;
 static int	errors_not_logged = 0;
 
-static void set_signal_handlers(void);
 static void warn_if_builtin_cleaner(void);
 static void apply_cpu_priority(void);
 static bool error_log_due(void);
@@ -169,8 +168,8 @@ static void restart_pacer(void);
  * note whether it came from the postmaster.  Only then is it a shutdown
  * of the server (or an explicit worker termination), after which exit
  * code 0 correctly unregisters us.  From any other process (kill -TERM)
- * we exit with code 1 and are restarted: the cleaner is part of the
- * server's configuration, not a session to end.
+ * we exit with code 1 and are restarted: the cleaner (and the WAL
+ * flusher) is part of the server's configuration, not a session to end.
  */
 static void
 handle_sigterm(int signo, siginfo_t *info, void *context)
@@ -188,10 +187,11 @@ handle_sigterm(int signo, siginfo_t *info, void *context)
 
 /*
  * Replace bgworker_die(), which would turn SIGTERM into a FATAL; SIGINT
- * is ignored, as there is no statement to cancel.
+ * is ignored, as there is no statement to cancel.  For bgw_jit's workers,
+ * before they unblock signals.
  */
-static void
-set_signal_handlers(void)
+void
+bgw_jit_set_signal_handlers(void)
 {
 #ifndef WIN32
 	struct sigaction act;
@@ -331,7 +331,7 @@ bgw_jit_main(Datum main_arg)
 	sigjmp_buf	local_sigjmp_buf;
 	MemoryContext cycle_context;
 
-	set_signal_handlers();
+	bgw_jit_set_signal_handlers();
 	BackgroundWorkerUnblockSignals();
 
 	/*
@@ -468,11 +468,21 @@ bgw_jit_main(Datum main_arg)
 			restart_pacer();
 	}
 
+	bgw_jit_exit("bgw_jit worker");
+}
+
+/*
+ * Leave after a shutdown request: for good if the postmaster asked, else
+ * to be restarted (see handle_sigterm()).  'what' names the process.
+ */
+void
+bgw_jit_exit(const char *what)
+{
 	if (shutdown_by_postmaster)
 		proc_exit(0);
 	ereport(LOG,
-			(errmsg("bgw_jit worker terminated by administrator command"),
-			 errdetail("The worker will be restarted in %d seconds.",
+			(errmsg("%s terminated by administrator command", what),
+			 errdetail("The process will be restarted in %d seconds.",
 					   BGW_JIT_RESTART_SECONDS)));
 	proc_exit(1);
 }
@@ -806,6 +816,7 @@ fold_cycle(BgwJitShared *s, CycleResult *result, uint64 backend_writes)
 	s->counters.buffers_overrun += e->overrun;
 	s->counters.buffers_scanned += e->scanned;
 	s->counters.buffers_reusable += e->reusable_found;
+	s->counters.buf_wal_deferred += e->wal_deferred;
 
 	if (s->history_size > 0)
 	{
