@@ -315,7 +315,7 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 									  Min(bgw_jit_combine_limit,
 										  write_cap - e->written),
 									  &combined,
-									  n_deferred < SCAN_DEFERRED_MAX ?
+									  (bgw_jit_defer_wal && n_deferred < SCAN_DEFERRED_MAX) ?
 									  &deferred[n_deferred].page : NULL);
 		count_judgements(e, outcome);
 		if (outcome & CLEANER_DEFERRED)

@@ -730,7 +730,8 @@ def cmd_run_figures(args):
             row["jit_cycle_cpu_s_per_s"] = sum(
                 int(h["cpu_us"]) for h in history
                 if t0 <= num(h["at"]) <= t1) / 1e6 / (t1 - t0)
-    elif jit:
+    elif jit and "enabled=off" not in (cs["jit_settings"] or "").split():
+        # (with bgw_jit.enabled = off the worker records no cycles)
         problems.append("no bgw_jit_history")
 
     cleaner_ran = (("jit" if jit else "bgwriter") + "_pid") in read_env(
