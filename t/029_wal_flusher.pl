@@ -1,0 +1,147 @@
+# The WAL flusher (flusher.c): the cleaner puts off a page whose WAL is
+# not flushed yet, the 'bgw_jit wal flusher' worker flushes that WAL, and
+# the cleaner writes the page at a later cycle; without a flusher (no
+# worker slot left for it) the cleaner flushes for itself.  Counted
+# outside bgw_jit: the system calls of both processes, traced with
+# strace -y (a WAL write or fsync names a file under pg_wal, a page write
+# one under base/), and the buffers left dirty (pg_buffercache).  fsync is
+# on, commits are asynchronous and the WAL writer flushes only every 10 s,
+# so that the WAL of most pages the cleaner meets under the update load is
+# not flushed yet.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+use FindBin;
+use lib $FindBin::RealBin;
+use BgwJitTest;
+
+plan skip_all => 'strace not found'
+  unless grep { -x "$_/strace" } split /:/, $ENV{PATH};
+
+my $node = start_bgw_jit_node('wal_flusher', scale => 10,
+	extensions => ['pg_buffercache'], conf => <<'EOC');
+fsync = on
+wal_writer_delay = 10s
+wal_writer_flush_after = 1GB
+EOC
+
+sub flusher_pid
+{
+	return postmaster_child_pid($node, qr/^bgw_jit wal flusher/);
+}
+
+sub wait_for_flusher
+{
+	my ($old) = @_;
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		my $pid = flusher_pid();
+		return $pid if $pid && (!defined $old || $pid != $old);
+		usleep(100_000);
+	}
+	return undef;
+}
+
+# Run the update load while tracing the processes @pids, and count per
+# process its page writes and its WAL writes and fsyncs; also the growth
+# of bgw_jit_stats.buf_wal_deferred (the cleaner's own count).
+sub load_traced
+{
+	my (@pids) = @_;
+	my $deferred0 = $node->safe_psql('postgres',
+		'SELECT buf_wal_deferred FROM bgw_jit_stats');
+	my $trace = PostgreSQL::Test::Utils::tempdir() . '/strace.out';
+	my $err = '';
+	my $h = IPC::Run::start(
+		[
+			'strace', '-y', '-o', $trace,
+			'-e', 'trace=pwrite64,pwritev,pwritev2,write,fsync,fdatasync',
+			map { ('-p', $_) } @pids
+		],
+		'2>', \$err);
+	my $deadline = time + 30;
+	my $attached = 0;
+	until ($attached == @pids || !$h->pumpable || time > $deadline)
+	{
+		$h->pump_nb;
+		$attached = () = $err =~ /attached/g;
+		usleep(50_000);
+	}
+	die "strace could not attach: $err" unless $attached == @pids;
+	update_load($node, clients => 2, seconds => 5, scale => 10);
+	$h->signal('INT');
+	$h->finish;
+
+	my %got;
+	$got{deferred} = $node->safe_psql('postgres',
+		'SELECT buf_wal_deferred FROM bgw_jit_stats') - $deferred0;
+	open(my $fh, '<', $trace) or die "reading $trace: $!";
+	for (<$fh>)
+	{
+		# with more than one process traced, each line starts with its pid
+		my $pid = s/^(\d+)\s+// ? $1 : $pids[0];
+		$got{$pid}{page_writes}++ if m{^pwrite\w*\(\d+<[^>]*/base/};
+		$got{$pid}{wal_writes}++ if m{^(?:pwrite\w*|write)\(\d+<[^>]*/pg_wal/};
+		$got{$pid}{wal_syncs}++ if m{^f(?:data)?sync\(\d+<[^>]*/pg_wal/};
+	}
+	close $fh;
+	for my $pid (@pids)
+	{
+		$got{$pid}{$_} //= 0 for qw(page_writes wal_writes wal_syncs);
+		note("strace, process $pid: $got{$pid}{page_writes} page writes, "
+			  . "$got{$pid}{wal_writes} WAL writes, $got{$pid}{wal_syncs} WAL fsyncs");
+	}
+	note("buf_wal_deferred rose by $got{deferred}");
+	return \%got;
+}
+
+# --- with the flusher ---
+my $cleaner = wait_for_worker($node);
+my $flusher = wait_for_flusher();
+ok($cleaner && $flusher, 'the cleaner and the WAL flusher run')
+  or BAIL_OUT('no bgw_jit worker');
+
+my $got = load_traced($cleaner, $flusher);
+cmp_ok($got->{$cleaner}{page_writes}, '>', 0, 'the cleaner wrote pages');
+cmp_ok($got->{$flusher}{wal_syncs}, '>=', 1, 'the flusher fsynced the WAL');
+is($got->{$cleaner}{wal_syncs} + $got->{$cleaner}{wal_writes},
+	0, 'the cleaner neither wrote nor fsynced WAL');
+cmp_ok($got->{deferred}, '>', 0,
+	'bgw_jit_stats.buf_wal_deferred counts the pages put off');
+
+# --- an administrator's SIGTERM: the flusher comes back, the cleaner stays ---
+kill 'TERM', $flusher;
+ok(wait_for_exit($flusher), 'the flusher exits on SIGTERM');
+my $flusher2 = wait_for_flusher($flusher);
+ok($flusher2, 'and is started again');
+is(worker_pid($node), $cleaner, 'the cleaner kept running');
+like(slurp_file($node->logfile),
+	qr/bgw_jit WAL flusher terminated by administrator command/,
+	'the termination is logged');
+
+# --- without a flusher: no worker slot left for it ---
+# (the logical replication launcher would take a slot first)
+$node->append_conf('postgresql.conf',
+	"max_worker_processes = 1\nmax_logical_replication_workers = 0");
+$node->restart;
+$cleaner = wait_for_worker($node);
+ok($cleaner, 'the cleaner runs in the only worker slot');
+# (the flusher, registered after it, was refused its slot at start)
+like(slurp_file($node->logfile), qr/too many background workers/,
+	'the flusher found no slot');
+is(flusher_pid(), '', 'no flusher runs');
+
+$got = load_traced($cleaner);
+cmp_ok($got->{$cleaner}{page_writes}, '>', 0,
+	'without it the cleaner still writes pages');
+cmp_ok($got->{$cleaner}{wal_syncs}, '>=', 1,
+	'flushing the WAL for itself first');
+is($got->{deferred}, 0, 'and puts nothing off');
+
+check_integrity($node);
+$node->stop;
+done_testing();
