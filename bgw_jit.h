@@ -244,6 +244,7 @@ extern int	bgw_jit_pacing;
 extern double bgw_jit_max_write_rate;
 extern int	bgw_jit_cpu_priority;
 extern bool bgw_jit_defer_wal;	/* XXX experiment */
+extern bool bgw_jit_follow_hand;	/* XXX experiment */
 #ifdef BGW_JIT_FAULT_INJECTION
 extern bool bgw_jit_inject_error;
 #endif
