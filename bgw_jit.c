@@ -49,8 +49,6 @@ int			bgw_jit_combine_limit = 1;
 int			bgw_jit_pacing = BGW_JIT_PACING_AUTO;
 double		bgw_jit_max_write_rate = 0;
 int			bgw_jit_cpu_priority = BGW_JIT_CPU_PRIORITY_NORMAL;
-bool		bgw_jit_defer_wal = true;	/* XXX experiment */
-bool		bgw_jit_follow_hand = true;	/* XXX experiment */
 static char *bgw_jit_lru_multiplier_string = NULL;
 #ifdef BGW_JIT_FAULT_INJECTION
 bool		bgw_jit_inject_error = false;
@@ -287,26 +285,6 @@ define_settings(void)
 							 GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
 #endif
-
-	/* XXX experiment only, to measure the WAL flusher side by side */
-	DefineCustomBoolVariable("bgw_jit.defer_wal",
-							 "Experiment: put off pages whose WAL is not flushed.",
-							 NULL,
-							 &bgw_jit_defer_wal,
-							 true,
-							 PGC_SIGHUP,
-							 GUC_NOT_IN_SAMPLE,
-							 NULL, NULL, NULL);
-
-	/* XXX experiment only, to measure following the hand side by side */
-	DefineCustomBoolVariable("bgw_jit.follow_hand",
-							 "Experiment: keep the lead from where the hand is now.",
-							 NULL,
-							 &bgw_jit_follow_hand,
-							 true,
-							 PGC_SIGHUP,
-							 GUC_NOT_IN_SAMPLE,
-							 NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("bgw_jit");
 }

@@ -243,8 +243,6 @@ extern int	bgw_jit_combine_limit;
 extern int	bgw_jit_pacing;
 extern double bgw_jit_max_write_rate;
 extern int	bgw_jit_cpu_priority;
-extern bool bgw_jit_defer_wal;	/* XXX experiment */
-extern bool bgw_jit_follow_hand;	/* XXX experiment */
 #ifdef BGW_JIT_FAULT_INJECTION
 extern bool bgw_jit_inject_error;
 #endif

@@ -189,20 +189,6 @@ count_judgements(BgwJitCycle *e, int outcome)
 }
 
 /*
- * The clock hand's position now, in the coordinate of req->hand_position
- * (the hand when the cycle began).
- */
-static int64
-hand_now(const ScanRequest *req)
-{
-	uint32		passes;
-	int			buf_id = StrategySyncStart(&passes, NULL);
-
-	return req->hand_position + (buf_id - req->strategy_buf_id) +
-		(int64) (int32) (passes - req->strategy_passes) * NBuffers;
-}
-
-/*
  * Write the pages put off whose WAL is flushed now, while the write cap
  * allows; forget those the hand has passed (a backend has evicted them,
  * or they are in use again).
@@ -259,7 +245,6 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 	int64		strategy_delta = req->strategy_delta;
 	int64		lead = clean_position - req->hand_position;
 	int			num_to_scan;
-	int			lead_goal;		/* lead the scan keeps over the hand */
 	int			budget_cap = Min(limit->pages, plan->write_budget);
 	int			write_cap = budget_cap;
 	int			reusable_buffers;
@@ -301,7 +286,6 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 						  Max(plan->lead_target - e->bufs_ahead, plan->min_scan));
 	else if (self_paced)
 		write_cap = Min(write_cap, plan->idle_pages);
-	lead_goal = num_to_scan + e->bufs_ahead;
 	reusable_buffers = est.reusable_buffers_est;
 
 	retry_deferred(req->hand_position, write_cap, e);
@@ -321,21 +305,6 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 		if (check_slice && slice_over(limit))
 			break;
 
-		/*
-		 * Under load the lead is kept from where the hand is now, not from
-		 * where the cycle found it: the hand moves while the scan runs (a
-		 * cycle's wall time is a few times its CPU time on a busy machine),
-		 * and faster in a burst, which the scan then follows at once.
-		 */
-		if (check_slice && self_paced && moving && bgw_jit_follow_hand)
-		{
-			int64		moved = hand_now(req) - req->hand_position;
-
-			num_to_scan = Max(num_to_scan,
-							  (int) Min(moved + lead_goal,
-										moved + NBuffers) - e->bufs_ahead);
-		}
-
 		/* step past it first: an ERROR writing it goes on after it */
 		next_to_clean = (int) (clean_position % NBuffers);
 		clean_position++;
@@ -346,7 +315,7 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 									  Min(bgw_jit_combine_limit,
 										  write_cap - e->written),
 									  &combined,
-									  (bgw_jit_defer_wal && n_deferred < SCAN_DEFERRED_MAX) ?
+									  n_deferred < SCAN_DEFERRED_MAX ?
 									  &deferred[n_deferred].page : NULL);
 		count_judgements(e, outcome);
 		if (outcome & CLEANER_DEFERRED)

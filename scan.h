@@ -44,8 +44,6 @@ typedef struct ScanLimit
 typedef struct ScanRequest
 {
 	int64		hand_position;	/* cumulative clock-hand movement */
-	int			strategy_buf_id;	/* the hand as StrategySyncStart() */
-	uint32		strategy_passes;	/* gave it for hand_position */
 	int64		strategy_delta; /* movement since the previous cycle */
 	uint32		recent_alloc;
 	const PacerPlan *plan;

@@ -617,8 +617,6 @@ run_cycle(void)
 		ScanRequest req;
 
 		req.hand_position = hand_position;
-		req.strategy_buf_id = strategy_buf_id;
-		req.strategy_passes = strategy_passes;
 		req.strategy_delta = strategy_delta;
 		req.recent_alloc = recent_alloc;
 		req.plan = &plan;
