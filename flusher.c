@@ -115,9 +115,10 @@ bgw_jit_flusher_main(Datum main_arg)
 		}
 
 		/*
-		 * Take the request before flushing, so that one raised meanwhile
-		 * is seen at the next round.  A request that fails (an LSN past
-		 * the WAL's end on a damaged page) is gone with this process.
+		 * Take the request after resetting the latch, so that one raised
+		 * meanwhile sets it again and is seen at the next round.  A
+		 * request that fails (an LSN past the WAL's end on a damaged page)
+		 * is gone with this process.
 		 */
 		lsn = pg_atomic_exchange_u64(&s->flush_request, InvalidXLogRecPtr);
 		if (lsn != InvalidXLogRecPtr && XLogNeedsFlush(lsn))
@@ -126,7 +127,6 @@ bgw_jit_flusher_main(Datum main_arg)
 			if (!stats_pending)
 				INSTR_TIME_SET_CURRENT(flushed_at);
 			stats_pending = true;
-			continue;
 		}
 
 		/* the flushes' WAL statistics reach pgstat within a second */
