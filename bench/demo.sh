@@ -6,8 +6,11 @@
 # it (nothing is installed system-wide), creates a cluster with a 32 MB buffer
 # pool and a ~400 MB pgbench database (scale 25), then runs the update-only
 # workload twice: once with the built-in writer's defaults, once with
-# bgw_jit's defaults (switched by reload, no restart).  Prints both side by
-# side.
+# bgw_jit's defaults (switched by reload, no restart), each measured as
+# bench/run measures: after a VACUUM and a CHECKPOINT (both phases start
+# from a clean pool and the same table) and 5 s of the same load
+# unmeasured (the cleaner just switched on starts from the clock hand).
+# Prints both side by side.
 # Usage: bench/demo.sh [seconds per phase, default 20] [clients, default 2]
 # PG_MAJOR=17 (or 18, 19) runs it on that version, in a Debian root made
 # on first use (bench/pgroot.sh); default 15.
@@ -19,6 +22,7 @@ bgw_jit_pgroot_run "$0" "$@"
 
 seconds=${1:-20}
 clients=${2:-2}
+warmup=5
 port=${BGW_JIT_DEMO_PORT:-54329}
 
 bgw_jit_require_packages postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR \
@@ -73,9 +77,9 @@ UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
 EOS
 chmod 644 "$work/update.sql"
 
-# One phase: settings by ALTER SYSTEM + reload, reset counters, run the load
-# with a line of bgw_jit_stats every 5 s, settle the backend write counts,
-# record.
+# One phase: settings by ALTER SYSTEM + reload, VACUUM, CHECKPOINT, the
+# load unmeasured for $warmup s, reset counters, run the load with a line
+# of bgw_jit_stats every 5 s, settle the backend write counts, record.
 phase() {
 	local name=$1 lru_maxpages=$2 enabled=$3
 	echo
@@ -84,6 +88,9 @@ phase() {
 		-c "ALTER SYSTEM SET bgw_jit.enabled = $enabled" \
 		-c 'SELECT pg_reload_conf()' >/dev/null
 	sleep 1
+	psql_ -c 'VACUUM' -c 'CHECKPOINT'
+	as_server_user pgbench -h "$work" -p "$port" -n -f "$work/update.sql" \
+		-s 25 -c "$clients" -j "$clients" -T "$warmup" postgres >/dev/null 2>&1
 	psql_ -c "SELECT $(bgw_jit_core_reset_sql "$vnum"), bgw_jit_reset()" >/dev/null
 	as_server_user pgbench -h "$work" -p "$port" -n -f "$work/update.sql" \
 		-s 25 -c "$clients" -j "$clients" -T "$seconds" postgres \

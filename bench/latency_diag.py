@@ -279,7 +279,7 @@ def cmd_report_phases(a):
         meta.get("date"), meta.get("version", "?").split(" on ")[0],
         meta.get("nproc"), meta.get("kernel")))
     lines.append(
-        "pgbench update-only, scale %s, shared_buffers %s, %s clients, "
+        "pgbench update-only, scale %s, shared_buffers %s%s, %s clients, "
         "one %s s run after a %s s warm-up; the configurations take turns "
         "every %s s (reloaded), each phase measured after its first %g s. "
         "Ratios: a phase over the mean of the `%s` phases just before and "
@@ -287,8 +287,9 @@ def cmd_report_phases(a):
         "over the turns. *cleaned*: the worker's pages (/proc/PID/io wchar "
         "/ 8192) over those plus the backends' writes "
         "(pg_stat_statements) in the phase." % (
-            meta["scale"], meta["shared_buffers"], meta["clients"],
-            meta["duration"], meta["warmup"], meta["phase"], a.settle, ref))
+            meta["scale"], meta["shared_buffers"], prewarmed(meta),
+            meta["clients"], meta["duration"], meta["warmup"], meta["phase"],
+            a.settle, ref))
     lines.append("")
     lines.append("| config | turns | tps | p99 ms | cleaned % | tps × | "
                  "p99 × | mean × |")
@@ -311,6 +312,12 @@ def cmd_report_phases(a):
     with open(os.path.join(a.out, "summary.md"), "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
+
+
+def prewarmed(meta):
+    """The pool's filling, as the summaries name it."""
+    return " (filled by pg_prewarm after each CHECKPOINT)" \
+        if meta.get("prewarm") == "1" else ""
 
 
 def med_range(xs, d):
@@ -527,10 +534,11 @@ def cmd_report(a):
     lines.append("Finished %s; %s; %s cores, kernel %s  " % (
         meta.get("date"), meta.get("version", "?").split(" on ")[0],
         meta.get("nproc"), meta.get("kernel")))
-    lines.append("pgbench update-only, scale %s, shared_buffers %s, %s "
+    lines.append("pgbench update-only, scale %s, shared_buffers %s%s, %s "
                  "clients, %s s per run after a %s s warm-up, %s rounds "
                  "interleaved; pg_stat_activity sampled every %s ms." % (
-                     meta["scale"], meta["shared_buffers"], meta["clients"],
+                     meta["scale"], meta["shared_buffers"], prewarmed(meta),
+                     meta["clients"],
                      meta["duration"], meta["warmup"], meta["rounds"],
                      meta["sample_ms"]))
     lines.append("")
