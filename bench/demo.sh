@@ -3,8 +3,9 @@
 # background writer, on a throw-away cluster.
 #
 # Builds the extension and stages it where only the demo's server loads
-# it (nothing is installed system-wide), creates a cluster with a 32 MB buffer
-# pool and a ~400 MB pgbench database (scale 25), then runs the update-only
+# it (nothing is installed system-wide), creates a cluster with the
+# server's default buffer pool, 128 MB, and a ~400 MB pgbench database
+# (scale 25), then runs the update-only
 # workload twice: once with the built-in writer's defaults, once with
 # bgw_jit's defaults (switched by reload, no restart), each measured as
 # bench/run measures: after a VACUUM and a CHECKPOINT (both phases start
@@ -12,6 +13,7 @@
 # unmeasured (the cleaner just switched on starts from the clock hand).
 # Prints both side by side.
 # Usage: bench/demo.sh [seconds per phase, default 20] [clients, default 2]
+#                      [shared_buffers, default 128MB]
 # PG_MAJOR=17 (or 18, 19) runs it on that version, in a Debian root made
 # on first use (bench/pgroot.sh); default 15.
 set -euo pipefail
@@ -22,6 +24,7 @@ bgw_jit_pgroot_run "$0" "$@"
 
 seconds=${1:-20}
 clients=${2:-2}
+shared_buffers=${3:-128MB}
 warmup=5
 port=${BGW_JIT_DEMO_PORT:-54329}
 
@@ -50,7 +53,7 @@ port = $port
 listen_addresses = ''
 unix_socket_directories = '$work'
 shared_preload_libraries = 'bgw_jit'
-shared_buffers = 32MB
+shared_buffers = '$shared_buffers'
 synchronous_commit = off
 max_wal_size = 8GB
 checkpoint_timeout = 1h
@@ -66,7 +69,7 @@ vnum=$(psql_ -At -c 'SHOW server_version_num')
 echo "== PostgreSQL $(psql_ -At -c 'SHOW server_version')"
 core_backend=$(bgw_jit_core_backend_writes_sql "$vnum")
 
-echo "== loading pgbench scale 25 (~400 MB, buffer pool 32 MB)"
+echo "== loading pgbench scale 25 (~400 MB, buffer pool $(psql_ -At -c 'SHOW shared_buffers'))"
 as_server_user pgbench -h "$work" -p "$port" -i -q -s 25 postgres 2>&1 | tail -1
 psql_ -c 'CREATE EXTENSION bgw_jit'
 
