@@ -80,9 +80,10 @@ UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
 EOS
 chmod 644 "$work/update.sql"
 
-# One phase: settings by ALTER SYSTEM + reload, VACUUM, CHECKPOINT, the
-# load unmeasured for $warmup s, reset counters, run the load with a line
-# of bgw_jit_stats every 5 s, settle the backend write counts, record.
+# One phase: settings by ALTER SYSTEM + reload, VACUUM, CHECKPOINT, reset
+# counters, the load unmeasured for $warmup s, settle the backend write
+# counts and read the counters, run the load with a line of bgw_jit_stats
+# every 5 s, settle and read again, record the difference.
 phase() {
 	local name=$1 lru_maxpages=$2 enabled=$3
 	echo
@@ -92,9 +93,11 @@ phase() {
 		-c 'SELECT pg_reload_conf()' >/dev/null
 	sleep 1
 	psql_ -c 'VACUUM' -c 'CHECKPOINT'
+	psql_ -c "SELECT $(bgw_jit_core_reset_sql "$vnum"), bgw_jit_reset()" >/dev/null
 	as_server_user pgbench -h "$work" -p "$port" -n -f "$work/update.sql" \
 		-s 25 -c "$clients" -j "$clients" -T "$warmup" postgres >/dev/null 2>&1
-	psql_ -c "SELECT $(bgw_jit_core_reset_sql "$vnum"), bgw_jit_reset()" >/dev/null
+	bgw_jit_settle_stats "$vnum" psql_
+	snapshot start
 	as_server_user pgbench -h "$work" -p "$port" -n -f "$work/update.sql" \
 		-s 25 -c "$clients" -j "$clients" -T "$seconds" postgres \
 		>"$work/$name.pgbench" 2>&1 &
@@ -109,21 +112,44 @@ phase() {
 	wait $bench
 	grep -E '^tps' "$work/$name.pgbench"
 	bgw_jit_settle_stats "$vnum" psql_
+	snapshot end
 	psql_ -At -F '|' -c "SELECT '$name',
 		(regexp_match(\$\$$(grep -E '^tps' "$work/$name.pgbench")\$\$,
 			'tps = ([0-9.]+)'))[1]::numeric(10,0),
-		b.buffers_clean, b.backend, b.buffers_alloc,
-		round(100.0 * b.buffers_clean / nullif(b.buffers_clean + b.backend, 0), 2),
-		s.buf_clean, s.buf_backend, s.buf_alloc, s.cleaner_pct
-		FROM (SELECT *, $core_backend AS backend FROM pg_stat_bgwriter) b,
-			bgw_jit_stats s" >>"$work/summary"
+		e.b_clean - s.b_clean, e.b_backend - s.b_backend, e.b_alloc - s.b_alloc,
+		round(100.0 * (e.b_clean - s.b_clean) /
+			nullif(e.b_clean - s.b_clean + e.b_backend - s.b_backend, 0), 2),
+		e.j_clean - s.j_clean, e.j_backend - s.j_backend, e.j_alloc - s.j_alloc,
+		round(100.0 * (e.j_clean - s.j_clean) /
+			nullif(e.j_clean - s.j_clean + e.j_backend - s.j_backend, 0), 2)
+		FROM demo_counts s, demo_counts e
+		WHERE s.point = 'start' AND e.point = 'end'" >>"$work/summary"
 }
+
+# The counters now, as 'start' or 'end' of the measured run.  The run is
+# measured as the difference of two readings, each after the counts have
+# settled, rather than from a reset right before it: on 15 the backends'
+# count reaches the statistics only when the checkpointer absorbs its
+# queue, and the worker's own writes still queued at a reset would be
+# counted after it as others' (the resets above come after a CHECKPOINT,
+# which absorbs the queue, and before the worker has cleaned in this phase).
+snapshot() {
+	psql_ -c "DELETE FROM demo_counts WHERE point = '$1'" \
+		-c "INSERT INTO demo_counts SELECT '$1',
+		b.buffers_clean, b.backend, b.buffers_alloc,
+		s.buf_clean, s.buf_backend, s.buf_alloc
+		FROM (SELECT *, $core_backend AS backend FROM pg_stat_bgwriter) b,
+			bgw_jit_stats s" >/dev/null
+}
+psql_ -c 'CREATE TABLE demo_counts (point text, b_clean bigint,
+	b_backend bigint, b_alloc bigint, j_clean bigint, j_backend bigint,
+	j_alloc bigint)'
 
 phase builtin 100 off
 phase bgw_jit 0 on
 
 echo
-echo "== side by side ($clients clients, ${seconds}s each; figures since each phase's reset)"
+echo "== side by side ($clients clients, ${seconds}s each; figures over each measured run)"
 {
 	echo "phase|tps|pg_stat_bgwriter: buffers_clean|backend writes*|buffers_alloc|cleaner_pct|bgw_jit_stats: buf_clean|buf_backend|buf_alloc|cleaner_pct"
 	cat "$work/summary"
