@@ -131,8 +131,9 @@ phase() {
 # settled, rather than from a reset right before it: on 15 the backends'
 # count reaches the statistics only when the checkpointer absorbs its
 # queue, and the worker's own writes still queued at a reset would be
-# counted after it as others' (the resets above come after a CHECKPOINT,
-# which absorbs the queue, and before the worker has cleaned in this phase).
+# counted after it as others'.  (The resets above come right after a
+# CHECKPOINT, which absorbs the queue, so that the totals bgw_jit_stats
+# shows at the end are close too.)
 snapshot() {
 	psql_ -c "DELETE FROM demo_counts WHERE point = '$1'" \
 		-c "INSERT INTO demo_counts SELECT '$1',
