@@ -155,10 +155,10 @@ static void pacer_params(PacerParams *params);
 static void run_cycle(void);
 static void finish_cycle(bool idle);
 static void publish_cycle(CycleResult *result, uint64 backend_writes);
-static void fold_bgwriter_share(BgwJitShared *s, CycleResult *result,
+static uint64 fold_bgwriter_share(BgwJitShared *s, CycleResult *result,
 								uint64 backend_writes);
 static void fold_cycle(BgwJitShared *s, CycleResult *result,
-					   uint64 backend_writes);
+					   uint64 backend_writes, uint64 own_absorbed);
 static double ms_since(instr_time start);
 static void restart_pacer(void);
 
@@ -690,6 +690,7 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
 {
 	BgwJitShared *s = bgw_jit_shared;
 	BgwJitCycle *e = &result->entry;
+	uint64		own_absorbed;
 
 	LWLockAcquire(s->lock, LW_EXCLUSIVE);
 
@@ -716,9 +717,9 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
 	}
 
 	/* pg_stat_bgwriter's periods are not ours: fold even if reset */
-	fold_bgwriter_share(s, result, backend_writes);
+	own_absorbed = fold_bgwriter_share(s, result, backend_writes);
 	if (s->reset_generation == result->generation)
-		fold_cycle(s, result, backend_writes);
+		fold_cycle(s, result, backend_writes, own_absorbed);
 
 	LWLockRelease(s->lock);
 }
@@ -742,14 +743,16 @@ publish_cycle(CycleResult *result, uint64 backend_writes)
  * it has absorbed.  At a new period buffers_backend restarted from 0; a
  * value above 0 already is a rise.  Our writes not yet absorbed at the
  * reset are counted in the new period when they are, as core counts any
- * backend's pending writes.
+ * backend's pending writes.  Returns how many of our writes this cycle's
+ * reading found newly absorbed.
  */
-static void
+static uint64
 fold_bgwriter_share(BgwJitShared *s, CycleResult *result,
 					uint64 backend_writes)
 {
 	BgwJitBgwriterShare *b = &s->bgwriter;
 	BgwJitCycle *e = &result->entry;
+	uint64		absorbed_before = b->absorbed;
 
 	if (b->period_reset != result->bgwriter_reset)
 	{
@@ -765,15 +768,22 @@ fold_bgwriter_share(BgwJitShared *s, CycleResult *result,
 		b->backend_seen = backend_writes;
 	}
 
-	if (!result->cleaned)
-		return;
-	b->written += e->written + e->all_written;
-	b->maxwritten += e->hit_maxpages ? 1 : 0;
+	if (result->cleaned)
+	{
+		b->written += e->written + e->all_written;
+		b->maxwritten += e->hit_maxpages ? 1 : 0;
+	}
+	return b->absorbed - absorbed_before;
 }
 
-/* Add a cycle to the counters and the history ring; caller holds the lock. */
+/*
+ * Add a cycle to the counters and the history ring; caller holds the lock.
+ * own_absorbed: our writes that this cycle's reading of buffers_backend
+ * found newly absorbed (15).
+ */
 static void
-fold_cycle(BgwJitShared *s, CycleResult *result, uint64 backend_writes)
+fold_cycle(BgwJitShared *s, CycleResult *result, uint64 backend_writes,
+		   uint64 own_absorbed)
 {
 	BgwJitCycle *e = &result->entry;
 
@@ -785,18 +795,18 @@ fold_cycle(BgwJitShared *s, CycleResult *result, uint64 backend_writes)
 	 * Going backwards means the count restarted (pg_stat_reset_shared() on
 	 * 15, a new worker on 16+).  On 15 buffers_backend rises when the
 	 * checkpointer absorbs its queue, and then includes every write we did
-	 * before this cycle began: pair the rise with our writes so far, so that
-	 * buf_backend can exclude them without subtracting writes not yet
-	 * absorbed.  After our own reset the first reading is only the new
-	 * baseline.
+	 * before this cycle began, those made before our last reset too: add
+	 * the ones it newly absorbed, so that buf_backend can exclude them
+	 * without subtracting writes not yet absorbed.  After our own reset the
+	 * first reading is only the new baseline, and our writes it holds are
+	 * not in the new period's rise.
 	 */
-	if (s->backend_seen_valid && backend_writes != s->backend_seen)
+	if (s->backend_seen_valid)
 	{
-		s->counters.backend_writes += (backend_writes > s->backend_seen) ?
-			backend_writes - s->backend_seen : backend_writes;
-		if (COMPAT_BACKEND_WRITES_INCLUDE_OWN)
-			s->counters.own_writes_absorbed = s->counters.buf_clean +
-				s->counters.buf_all_clean;
+		if (backend_writes != s->backend_seen)
+			s->counters.backend_writes += (backend_writes > s->backend_seen) ?
+				backend_writes - s->backend_seen : backend_writes;
+		s->counters.own_writes_absorbed += own_absorbed;
 	}
 	s->backend_seen = backend_writes;
 	s->backend_seen_valid = true;
