@@ -32,14 +32,16 @@
  *   [PACER_MIN_SLEEP_MS, bgw_jit.delay], growing by at most a factor of
  *   two per cycle so that a wake-up after idling probes the new load
  *   before committing to long sleeps;
- * - cleans ahead to margin * speed * sleep, and writes at most what the
- *   rate budget allows: a token bucket of PACER_BURST_SECONDS at
- *   PACER_BUDGET_HEADROOM times the margin times the allocation rate (so
- *   finite by default, and bound only by bursts beyond what the load
- *   showed), within bgw_jit.max_write_rate and the per-cycle cap; with no
- *   movement, writes go at the rate the scans recently wrote (while
- *   allocations last) or one lap per scan_whole_pool_seconds, whichever
- *   is higher, for the time that passed.
+ * - cleans ahead to margin * speed * sleep, and on until as many
+ *   reusable buffers lie ahead as margin * allocation rate * sleep, and
+ *   writes at most what the rate budget allows: a token bucket of
+ *   PACER_BURST_SECONDS at PACER_BUDGET_HEADROOM times the margin times
+ *   the allocation rate (so finite by default, and bound only by bursts
+ *   beyond what the load showed), within bgw_jit.max_write_rate and the
+ *   per-cycle cap; with no movement, writes go at the rate the scans
+ *   recently wrote (while allocations last) or one lap per
+ *   scan_whole_pool_seconds, whichever is higher, for the time that
+ *   passed.
  *
  * Copyright (c) 2026, bgw_jit developers
  *
@@ -217,6 +219,17 @@ pacer_plan(PacerState *state, const PacerParams *params,
 	state->lead_saturated = (plan->sleep_ms <= PACER_MIN_SLEEP_MS &&
 							 lead >= max_lead);
 	plan->lead_target = clamp_to_int(Min(lead, params->nbuffers));
+
+	/*
+	 * The lead in positions assumes the victims are spread as they were on
+	 * average; a run of recently used buffers (an index after a prewarm)
+	 * lets the hand jump far past it in one allocation.  What the hand
+	 * really consumes is reusable buffers, one an allocation: have as many
+	 * found ahead as the same margin covers in allocations.
+	 */
+	plan->reusable_target = clamp_to_int(Min(plan->margin * state->alloc_rate *
+											 plan->sleep_ms / 1000.0,
+											 params->nbuffers));
 	lap_rate = (double) params->nbuffers / params->scan_whole_pool_seconds;
 	plan->min_scan = clamp_to_int(lap_rate * plan->sleep_ms / 1000.0);
 

@@ -135,6 +135,7 @@ typedef struct PacerPlan
 	double		misses;			/* share of the demand missed; see above */
 	double		margin;			/* margin in force this cycle */
 	int			lead_target;	/* buffers ahead of the hand to clean to */
+	int			reusable_target;	/* reusable buffers to have found ahead */
 	int			min_scan;		/* buffers to scan at least (idle laps) */
 	int			idle_pages;		/* writes an idle cycle may make */
 	double		write_rate;		/* the budget's rate, pages/s */

@@ -8,8 +8,9 @@
  * The LRU scan keeps a frontier in the hand's own coordinate (cumulative
  * movement): the buffers between the hand and the frontier have been
  * examined since the hand last passed them.  Under load it scans to the
- * lead the controller asks for (pacer.c), or as far as core's estimate
- * says with fixed pacing; with no movement at all it goes on around the
+ * lead the controller asks for (pacer.c) and on while fewer reusable
+ * buffers than it asks for lie ahead, or as far as core's estimate says
+ * with fixed pacing; with no movement at all it goes on around the
  * pool, its writes spread at the recent demand rate or one lap per
  * bgw_jit.scan_whole_pool_seconds, whichever is higher (core's idle lap),
  * so that what a busy period left dirty is not written in one burst.
@@ -28,6 +29,7 @@
 #include "miscadmin.h"
 #include "postmaster/interrupt.h"
 #include "storage/buf_internals.h"
+#include "utils/memutils.h"
 
 #include "bgw_jit.h"
 #include "scan.h"
@@ -67,6 +69,22 @@ typedef struct DeferredPage
 static DeferredPage deferred[SCAN_DEFERRED_MAX];
 static int	n_deferred = 0;
 
+/*
+ * Reusable buffers the LRU scan found between the hand and the frontier,
+ * counted per segment of REUSABLE_SEGMENTS-th of the pool (in the hand's
+ * coordinate) so that what the hand has passed can be taken off: a ring
+ * of counts, the segment the hand is in at reusable_hand_segment.  It
+ * over-counts by what the hand took from its own segment and by buffers
+ * used again since they were found: the positional lead stays the floor.
+ */
+#define REUSABLE_SEGMENTS	1024
+
+static uint32 *reusable_counts = NULL;
+static int	reusable_ring;		/* entries in reusable_counts */
+static int	reusable_segment;	/* buffers per segment */
+static int64 reusable_hand_segment;
+static int64 reusable_ahead;
+
 static bool cleaner_valid = false;
 static int64 clean_position;	/* the frontier, in the hand's coordinate */
 static int	all_next_to_clean = 0;	/* the all-buffers scan's position */
@@ -78,6 +96,41 @@ scan_init(int *flush_after)
 {
 	jit_state_init(&jit_state);
 	WritebackContextInit(&wb_context, flush_after);
+	/* (the frontier never runs a lap ahead: segments of one lap and two) */
+	reusable_segment = Max(16, (NBuffers + REUSABLE_SEGMENTS - 1) /
+						   REUSABLE_SEGMENTS);
+	reusable_ring = NBuffers / reusable_segment + 2;
+	reusable_counts = MemoryContextAllocZero(TopMemoryContext,
+											 sizeof(uint32) * reusable_ring);
+}
+
+/* Start counting afresh from the hand at hand_position. */
+static void
+reusable_restart(int64 hand_position)
+{
+	memset(reusable_counts, 0, sizeof(uint32) * reusable_ring);
+	reusable_hand_segment = hand_position / reusable_segment;
+	reusable_ahead = 0;
+}
+
+/* Take off the counts of the segments the hand has left since. */
+static void
+reusable_follow_hand(int64 hand_position)
+{
+	int64		segment = hand_position / reusable_segment;
+
+	if (segment - reusable_hand_segment >= reusable_ring)
+	{
+		reusable_restart(hand_position);
+		return;
+	}
+	for (; reusable_hand_segment < segment; reusable_hand_segment++)
+	{
+		uint32	   *count = &reusable_counts[reusable_hand_segment % reusable_ring];
+
+		reusable_ahead -= *count;
+		*count = 0;
+	}
 }
 
 /* After an ERROR: forget writeback requests of the failed cycle. */
@@ -225,9 +278,10 @@ retry_deferred(int64 hand_position, int write_cap, BgwJitCycle *e)
  * The LRU scan proper; fills in e.
  *
  * Self-paced jit scans until the frontier is plan->lead_target buffers
- * ahead of the hand, or with no movement on around the pool at the idle
- * pace; fixed-paced jit until core's estimate of reusable buffers is
- * found; lap a fixed share of the pool.  All stop at the write budget,
+ * ahead of the hand and plan->reusable_target reusable buffers lie in
+ * between, or with no movement on around the pool at the idle pace;
+ * fixed-paced jit until core's estimate of reusable buffers is found;
+ * lap a fixed share of the pool.  All stop at the write budget,
  * at the end of the slice and short of lapping the hand.  The frontier
  * steps past a buffer before writing it, so that after an ERROR writing
  * it the next cycle goes on with the next one.
@@ -245,6 +299,8 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 	int64		strategy_delta = req->strategy_delta;
 	int64		lead = clean_position - req->hand_position;
 	int			num_to_scan;
+	int			lead_scan = 0;
+	bool		reach_reusable = false;
 	int			budget_cap = Min(limit->pages, plan->write_budget);
 	int			write_cap = budget_cap;
 	int			reusable_buffers;
@@ -263,8 +319,12 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 		lead = 0;
 		/* no hand movement to learn from after (re)starting */
 		if (!cleaner_valid)
+		{
 			strategy_delta = 0;
+			reusable_restart(req->hand_position);
+		}
 	}
+	reusable_follow_hand(req->hand_position);
 	cleaner_valid = true;
 	e->bufs_ahead = (int) lead;
 
@@ -282,8 +342,12 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 		num_to_scan = Min(num_to_scan,
 						  (int) ceil(NBuffers * bgw_jit_lru_percent / 100.0));
 	else if (self_paced && moving)
-		num_to_scan = Min(num_to_scan,
-						  Max(plan->lead_target - e->bufs_ahead, plan->min_scan));
+	{
+		/* to the lead, then on while too few reusable buffers lie ahead */
+		lead_scan = Min(num_to_scan,
+						Max(plan->lead_target - e->bufs_ahead, plan->min_scan));
+		reach_reusable = true;
+	}
 	else if (self_paced)
 		write_cap = Min(write_cap, plan->idle_pages);
 	reusable_buffers = est.reusable_buffers_est;
@@ -296,6 +360,9 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 		int			next_to_clean;
 		int			outcome;
 
+		if (reach_reusable && e->scanned >= lead_scan &&
+			reusable_ahead >= plan->reusable_target)
+			break;
 		if (e->written >= write_cap)
 		{
 			/* the budget or the cap, not the idle pace, is a maxwritten */
@@ -324,7 +391,12 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 			e->wal_deferred++;
 		}
 		if (outcome & CLEANER_REUSABLE)
+		{
 			reusable_buffers++;
+			reusable_counts[((clean_position - 1) / reusable_segment) %
+							reusable_ring]++;
+			reusable_ahead++;
+		}
 		if (outcome & CLEANER_WRITTEN)
 			e->written += 1 + take_combined(e, &combined);
 		check_slice = ((outcome & CLEANER_WRITTEN) &&
