@@ -26,6 +26,7 @@ import re
 import statistics
 import subprocess
 import sys
+from datetime import datetime, timezone
 
 # ---------------------------------------------------------------------------
 # small helpers
@@ -1250,6 +1251,7 @@ def cmd_report(args):
                                "cleaner CPU s/s", "rounds"], t))
             L.append("")
         L += alloc_section(rows, configs, groups, clients)
+        L += long_statements_section(outdir, rows)
         L += accuracy_section(rows, configs, groups, clients)
         sizes = [num(r.get("accounts_mb")) for r in rows]
         sizes = [s for s in sizes if s is not None]
@@ -1538,6 +1540,61 @@ pgbench's (without connection time); latency mean and p99 come from the
 per-transaction log. Every run's figures are in `results.csv`, its series
 in `series/`, its raw reads in `raw/`.
 """
+
+
+# An auto_explain entry in server.log: its time, and the top plan node's
+# buffer counts (which include its children's).
+AUTO_EXPLAIN_RE = re.compile(
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+) UTC \[\d+\] LOG:  "
+    r"duration: ([\d.]+) ms  plan:\n(?:\t.*\n)*?\t  Buffers: shared ([^\n]*)",
+    re.M)
+
+
+def long_statements_section(outdir, rows):
+    """Statements auto_explain logged during each run (bench/run --set
+    session_preload_libraries=auto_explain ...; server.log is copied into
+    the results): how many, the pages they read and wrote, and their share
+    of the run's backend writes (pg_stat_statements).  Nothing without
+    such entries."""
+    path = os.path.join(outdir, "server.log")
+    if not os.path.exists(path):
+        return []
+    entries = []
+    for m in AUTO_EXPLAIN_RE.finditer(open(path, errors="replace").read()):
+        t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").replace(
+            tzinfo=timezone.utc).timestamp()
+        counts = dict((k, int(v)) for k, v in
+                      re.findall(r"(\w+)=(\d+)", m.group(3)))
+        entries.append((t, float(m.group(2)), counts))
+    if not entries:
+        return []
+    t = []
+    for r in rows:
+        raw = os.path.join(outdir, "raw", r["run_id"])
+        t0 = num(read_env(os.path.join(raw, "proc0.env")).get("t"))
+        t1 = num(read_env(os.path.join(raw, "proc1.env")).get("t"))
+        if None in (t0, t1):
+            continue
+        inrun = [e for e in entries if t0 <= e[0] <= t1]
+        written = sum(e[2].get("written", 0) for e in inrun)
+        backends = num(r.get("backend_pgss"))
+        t.append([r["config"], r["clients"], r["round"], fmt(backends),
+                  str(len(inrun)),
+                  fmt(max([e[1] for e in inrun], default=None), 1),
+                  fmt(sum(e[2].get("read", 0) for e in inrun)),
+                  fmt(written),
+                  fmt(100.0 * written / backends, 1) if backends else "–"])
+    return ["## Long statements (auto_explain)", "",
+            "Every statement `auto_explain` logged (server.log) between a "
+            "run's two /proc reads, per run: *pages read* and *pages "
+            "written* are its top plan node's `Buffers: shared read` and "
+            "`written` (the buffers it read in and the dirty buffers it "
+            "wrote out itself to make room), summed over the statements; "
+            "*share* is their writes over the run's backend writes from "
+            "`pg_stat_statements`.", "",
+            md_table(["config", "clients", "round", "backend writes",
+                      "statements", "longest ms", "pages read",
+                      "pages written", "share %"], t), ""]
 
 
 def alloc_section(rows, configs, groups, clients):
