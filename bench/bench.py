@@ -1542,8 +1542,8 @@ in `series/`, its raw reads in `raw/`.
 """
 
 
-# An auto_explain entry in server.log: its time, and the top plan node's
-# buffer counts (which include its children's).
+# An auto_explain entry in server.log (bench/run logs in UTC): its time, and
+# the top plan node's buffer counts (which include its children's).
 AUTO_EXPLAIN_RE = re.compile(
     r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+) UTC \[\d+\] LOG:  "
     r"duration: ([\d.]+) ms  plan:\n(?:\t.*\n)*?\t  Buffers: shared ([^\n]*)",
