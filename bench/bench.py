@@ -1152,7 +1152,10 @@ def cmd_report(args):
                     meta.get("rounds"), meta.get("clients"),
                     "every 30 s (--checkpoints)"
                     if meta.get("checkpoints") == "1"
-                    else "pushed out of the runs", ", ".join(configs)))
+                    else "pushed out of the runs", ", ".join(configs)
+                    + (", reversed in even rounds"
+                       if meta.get("order") == "alternate"
+                       and int(meta.get("rounds") or 1) > 1 else "")))
     if meta.get("step") == "1":
         L.append("Load step: scale %s, %s round(s), configurations %s"
                  % (meta.get("scale"), meta.get("rounds"),
