@@ -1161,11 +1161,14 @@ def cmd_report(args):
                  % (meta.get("scale"), meta.get("rounds"),
                     ", ".join(meta.get("step_configs", "").split())))
     if meta.get("workload"):
-        L.append("Workload: %s (%s); shared_buffers %s; warm-up %s s before "
-                 "each run (`--warmup`)" % (meta.get("workload"),
-                                   WORKLOADS.get(meta.get("workload"), "?"),
-                                   meta.get("shared_buffers"),
-                                   meta.get("warmup")))
+        L.append("Workload: %s (%s); shared_buffers %s%s; warm-up %s s "
+                 "before each run (`--warmup`)"
+                 % (meta.get("workload"),
+                    WORKLOADS.get(meta.get("workload"), "?"),
+                    meta.get("shared_buffers"),
+                    " in huge pages (`--huge-pages`)"
+                    if meta.get("huge_pages") == "1" else "",
+                    meta.get("warmup")))
     L.append("")
     if problems:
         L.append("**FAILURES (%d)**: " % len(problems) +
