@@ -1,5 +1,7 @@
-import sys, os, glob, collections
+import gzip, sys, os, glob, collections
 res = sys.argv[1]
+# the samples: argv[2], else the results directory's side/waits.log.gz
+LOG = sys.argv[2] if len(sys.argv) > 2 else os.path.join(res, 'side', 'waits.log.gz')
 runs = []
 for d in sorted(glob.glob(res + '/raw/*')):
     def t(f):
@@ -8,7 +10,7 @@ for d in sorted(glob.glob(res + '/raw/*')):
     try: runs.append((os.path.basename(d), t(d+'/proc0.env'), t(d+'/proc1.env')))
     except Exception as e: pass
 W = collections.defaultdict(lambda: collections.Counter()); N = collections.Counter(); L = collections.defaultdict(list)
-for line in open('/tmp/samp/waits.log'):
+for line in (gzip.open(LOG, 'rt') if LOG.endswith('.gz') else open(LOG)):
     p = line.rstrip('\n').split('|')
     if len(p) < 6: continue
     try: ts = float(p[1])

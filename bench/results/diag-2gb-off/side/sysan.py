@@ -1,5 +1,7 @@
-import sys, os, glob
+import gzip, sys, os, glob
 res = sys.argv[1]
+# the samples: argv[2], else the results directory's side/sys.log.gz
+LOG = sys.argv[2] if len(sys.argv) > 2 else os.path.join(res, 'side', 'sys.log.gz')
 runs = []
 for d in sorted(glob.glob(res + '/raw/*')):
     def t(f):
@@ -12,7 +14,7 @@ for d in sorted(glob.glob(res + '/raw/*')):
         runs.append((os.path.basename(d), t(d+'/proc0.env'), t(d+'/proc1.env'), xacts))
     except Exception as e: pass
 S = []
-for l in open('/tmp/samp/sys.log'):
+for l in (gzip.open(LOG, 'rt') if LOG.endswith('.gz') else open(LOG)):
     p = l.rstrip().split('|')
     try: S.append((float(p[1]), [int(x) for x in p[2].split()], [int(x) for x in p[3].split()], p[4]))
     except: pass
