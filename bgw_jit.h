@@ -297,7 +297,7 @@ extern int	cleaner_sync_deferred(int buf_id, CleanerDeferred *deferred,
 
 /* worker.c */
 extern PGDLLEXPORT void bgw_jit_main(Datum main_arg);
-extern void bgw_jit_set_signal_handlers(void);
+extern void bgw_jit_worker_init(void);
 extern void bgw_jit_exit(const char *what);
 
 /* flusher.c */

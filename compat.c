@@ -18,6 +18,9 @@
  * (18+) would give the same figure under the same condition, but can be
  * reset from outside (pg_stat_reset_backend_stats), so they are not used.
  *
+ * And how a worker without a database connection joins ProcSignal, which
+ * each version does in its own way.
+ *
  * Copyright (c) 2026, bgw_jit developers
  *
  *-------------------------------------------------------------------------
@@ -28,6 +31,10 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "portability/instr_time.h"
+#include "storage/procsignal.h"
+#if PG_VERSION_NUM < 170000
+#include "storage/sinvaladt.h"
+#endif
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -204,4 +211,40 @@ compat_bgwriter_stats(CompatBgwriterStats *out)
 	out->maxwritten_clean = bgwriter->maxwritten_clean;
 	out->buffers_alloc = bgwriter->buf_alloc;
 	out->stats_reset = bgwriter->stat_reset_timestamp;
+}
+
+/*
+ * Take part in ProcSignal barriers, as every process that opens data files
+ * must.  DROP DATABASE, DROP TABLESPACE and ALTER DATABASE SET TABLESPACE
+ * (and their replay on a standby or in crash recovery) send
+ * PROCSIGNAL_BARRIER_SMGRRELEASE and wait until every process in ProcSignal
+ * has closed its data-file descriptors before the files go.  A process
+ * outside it keeps descriptors of the unlinked files, and once a database
+ * is created again with the same OID, its writes of the new relations go
+ * to the old inodes and are lost.  A background worker joins ProcSignal
+ * only through a database connection (InitPostgres), which the cleaner
+ * cannot have: it starts with the postmaster and runs through recovery.
+ * So join here, as the auxiliary processes do.  The barrier is then
+ * absorbed at CHECK_FOR_INTERRUPTS().  Call before signals are unblocked.
+ *
+ * 15 indexes ProcSignal's slots by backend ID, which comes with a slot in
+ * the shared invalidation array: take one as a send-only member (as the
+ * startup process does in hot standby), which is never asked to read
+ * messages.  The worker's PGPROC is one of those MaxBackends counts, so a
+ * slot is always free for it.  From 17 the slot is the process number
+ * that InitProcess() gave every process.
+ */
+void
+compat_join_procsignal(void)
+{
+#if PG_VERSION_NUM >= 180000
+	ProcSignalInit(NULL, 0);
+#elif PG_VERSION_NUM >= 170000
+	ProcSignalInit();
+#else
+	SharedInvalBackendInit(true);
+	ProcSignalInit(MyBackendId);
+#endif
+	/* bgworker.c ignores SIGUSR1 in workers without a connection */
+	pqsignal(SIGUSR1, procsignal_sigusr1_handler);
 }

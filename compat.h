@@ -379,5 +379,6 @@ typedef struct CompatBgwriterStats
 extern void compat_report_stat(void);
 extern uint64 compat_backend_writes(bool rebaseline, TimestampTz *read_at);
 extern void compat_bgwriter_stats(CompatBgwriterStats *out);
+extern void compat_join_procsignal(void);
 
 #endif							/* BGW_JIT_COMPAT_H */

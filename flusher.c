@@ -93,8 +93,7 @@ bgw_jit_flusher_main(Datum main_arg)
 	bool		stats_pending = false;
 	instr_time	flushed_at;
 
-	bgw_jit_set_signal_handlers();
-	BackgroundWorkerUnblockSignals();
+	bgw_jit_worker_init();
 
 	s->flusher_pid = MyProcPid;
 	pg_write_barrier();

@@ -186,12 +186,13 @@ handle_sigterm(int signo, siginfo_t *info, void *context)
 #endif
 
 /*
- * Replace bgworker_die(), which would turn SIGTERM into a FATAL; SIGINT
- * is ignored, as there is no statement to cancel.  For bgw_jit's workers,
- * before they unblock signals.
+ * Start-up common to bgw_jit's workers: signal handlers (bgworker_die(),
+ * which would turn SIGTERM into a FATAL, replaced; SIGINT ignored, as
+ * there is no statement to cancel), ProcSignal membership (see
+ * compat_join_procsignal()), then signals unblocked.
  */
 void
-bgw_jit_set_signal_handlers(void)
+bgw_jit_worker_init(void)
 {
 #ifndef WIN32
 	struct sigaction act;
@@ -208,6 +209,8 @@ bgw_jit_set_signal_handlers(void)
 #endif
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGINT, PG_SIG_IGN);
+	compat_join_procsignal();
+	BackgroundWorkerUnblockSignals();
 }
 
 /*
@@ -331,8 +334,7 @@ bgw_jit_main(Datum main_arg)
 	sigjmp_buf	local_sigjmp_buf;
 	MemoryContext cycle_context;
 
-	bgw_jit_set_signal_handlers();
-	BackgroundWorkerUnblockSignals();
+	bgw_jit_worker_init();
 
 	/*
 	 * No database connection: the worker touches only shared buffers, and

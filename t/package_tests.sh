@@ -174,8 +174,9 @@ check "no bgw_jit in PostgreSQL $PG_MAJOR's directories before the test" \
 
 # META.json: the keys the PGXN Meta Spec 1.0.0 requires, a semantic
 # version, the files it names, and the version everywhere: META.json's
-# (and its extension's) is bgw_jit.control's default_version as x.y.z,
-# and debian/changelog's.
+# (and its extension's) is bgw_jit.control's default_version x.y with a
+# patch level, x.y.z (a fix to the library alone raises z), and debian/
+# changelog's.
 meta_ok() {
 	local control_version changelog_version
 	control_version=$(sed -n "s/^default_version *= *'\(.*\)'/\1/p" "$BGW_JIT_SRC/bgw_jit.control")
@@ -191,8 +192,8 @@ meta_ok() {
 		my $semver = qr/^\d+\.\d+\.\d+$/;
 		my $v = $m->{version} // "";
 		push @bad, "version $v is not x.y.z" unless $v =~ $semver;
-		(my $cv = $control) =~ s/^(\d+\.\d+)$/$1.0/;
-		push @bad, "version $v, bgw_jit.control default_version $control" unless $v eq $cv;
+		push @bad, "version $v, bgw_jit.control default_version $control"
+		  unless $v =~ /^\Q$control\E\.\d+$/;
 		push @bad, "version $v, debian/changelog $changelog" unless $v eq $changelog;
 		push @bad, "meta-spec version is not 1.0.0"
 		  unless ($m->{"meta-spec"}{version} // "") eq "1.0.0";

@@ -111,6 +111,13 @@ as_server_user env TEMP_CONFIG="$BGW_JIT_STAGE_CONF" ${upgrade_env[@]+"${upgrade
 	TEMP_INSTANCE=1 TAP_TESTS=1 \
 	${PROVE_TESTS:+PROVE_TESTS="$PROVE_TESTS"} || status=$?
 
+# PostgreSQL's own recovery tests 032-034 with bgw_jit preloaded, where
+# apt has the server's source package (bookworm: 15's only; not when
+# PROVE_TESTS picks TAP files)
+if [ "$PG_MAJOR" = 15 ] && [ -z "${PROVE_TESTS:-}" ]; then
+	bash "$(dirname "$0")/core_recovery_tests.sh" "$work" "$BGW_JIT_STAGE_CONF" || status=$?
+fi
+
 if [ $status -ne 0 ]; then
 	keep=1
 	# (in a Debian root, $work is below the root's directory)
