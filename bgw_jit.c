@@ -51,7 +51,7 @@ double		bgw_jit_max_write_rate = 0;
 int			bgw_jit_cpu_priority = BGW_JIT_CPU_PRIORITY_NORMAL;
 static char *bgw_jit_lru_multiplier_string = NULL;
 #ifdef BGW_JIT_FAULT_INJECTION
-bool		bgw_jit_inject_error = false;
+int			bgw_jit_inject_error = BGW_JIT_INJECT_OFF;
 #endif
 
 BgwJitShared *bgw_jit_shared = NULL;
@@ -63,6 +63,16 @@ static const struct config_enum_entry strategy_options[] = {
 	{"jit+all", BGW_JIT_STRATEGY_JIT_ALL, false},
 	{NULL, 0, false}
 };
+
+#ifdef BGW_JIT_FAULT_INJECTION
+static const struct config_enum_entry inject_error_options[] = {
+	{"off", BGW_JIT_INJECT_OFF, false},
+	{"write", BGW_JIT_INJECT_WRITE, false},
+	{"deferred", BGW_JIT_INJECT_DEFERRED, false},
+	{"flush", BGW_JIT_INJECT_FLUSH, false},
+	{NULL, 0, false}
+};
+#endif
 
 static const struct config_enum_entry pacing_options[] = {
 	{"auto", BGW_JIT_PACING_AUTO, false},
@@ -276,11 +286,12 @@ define_settings(void)
 							NULL, NULL, NULL);
 
 #ifdef BGW_JIT_FAULT_INJECTION
-	DefineCustomBoolVariable("bgw_jit.inject_error",
-							 "Test builds only: the worker raises an ERROR while it holds a buffer pinned and locked.",
+	DefineCustomEnumVariable("bgw_jit.inject_error",
+							 "Test builds only: the cleaner raises an ERROR when it writes a page (write) or retries one it put off (deferred); the WAL flusher when it flushes (flush).",
 							 NULL,
 							 &bgw_jit_inject_error,
-							 false,
+							 BGW_JIT_INJECT_OFF,
+							 inject_error_options,
 							 PGC_SIGHUP,
 							 GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
@@ -468,10 +479,12 @@ static void
 wake_worker_if_hibernating(void)
 {
 	BgwJitShared *s = bgw_jit_shared;
+	Latch	   *latch;
 
 	if (s != NULL && pg_atomic_read_u32(&s->hibernating) != 0 &&
-		pg_atomic_exchange_u32(&s->hibernating, 0) != 0)
-		SetLatch(s->worker_latch);
+		pg_atomic_exchange_u32(&s->hibernating, 0) != 0 &&
+		(latch = s->worker_latch) != NULL)
+		SetLatch(latch);
 }
 
 static void
@@ -577,5 +590,11 @@ void
 bgw_jit_clear_worker_pid(int code, Datum arg)
 {
 	if (bgw_jit_shared != NULL && bgw_jit_shared->worker_pid == MyProcPid)
+	{
+		/* no statement may set the latch of a PGPROC we leave behind */
+		pg_atomic_write_u32(&bgw_jit_shared->hibernating, 0);
+		bgw_jit_shared->worker_latch = NULL;
+		pg_write_barrier();
 		bgw_jit_shared->worker_pid = 0;
+	}
 }

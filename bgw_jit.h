@@ -197,8 +197,9 @@ typedef struct BgwJitShared
 	 * Set while the worker hibernates; a statement start wakes it.  Every
 	 * statement start of every backend reads 'hibernating', while the
 	 * fields before and after are written by the worker every cycle: so it
-	 * and worker_latch (set once) have a cache line to themselves, which
-	 * the worker writes only around the sleeps it takes when idle.  The
+	 * and worker_latch (set at the worker's start, cleared at its exit)
+	 * have a cache line to themselves, which the worker writes only around
+	 * the sleeps it takes when idle.  The
 	 * alignment holds in memory because ShmemInitStruct() returns memory
 	 * aligned to PG_CACHE_LINE_SIZE (all supported versions), and
 	 * offsetof(BgwJitShared, history), which sizes the struct in shared
@@ -244,7 +245,12 @@ extern int	bgw_jit_pacing;
 extern double bgw_jit_max_write_rate;
 extern int	bgw_jit_cpu_priority;
 #ifdef BGW_JIT_FAULT_INJECTION
-extern bool bgw_jit_inject_error;
+/* bgw_jit.inject_error (test builds) */
+#define BGW_JIT_INJECT_OFF		0
+#define BGW_JIT_INJECT_WRITE	1	/* with the buffer pinned and locked */
+#define BGW_JIT_INJECT_DEFERRED	2	/* retrying a page put off */
+#define BGW_JIT_INJECT_FLUSH	3	/* the WAL flusher, flushing */
+extern int	bgw_jit_inject_error;
 #endif
 
 /* bgw_jit.c: shared state */
@@ -297,7 +303,12 @@ extern int	cleaner_sync_deferred(int buf_id, CleanerDeferred *deferred,
 
 /* worker.c */
 extern PGDLLEXPORT void bgw_jit_main(Datum main_arg);
+/* How long a worker pauses after an ERROR before it carries on. */
+#define BGW_JIT_ERROR_SLEEP_MS	1000
+
 extern void bgw_jit_worker_init(void);
+extern void bgw_jit_error_cleanup(const char *what);
+extern void bgw_jit_error_pause(void);
 extern void bgw_jit_exit(const char *what);
 
 /* flusher.c */

@@ -179,15 +179,16 @@ sync_buffer(int buf_id, const BufferTag *expect, WritebackContext *wb_context,
 			ReleaseBuffer(buffer);
 			*written = tag;
 			*deferred = lsn;
-			return result | CLEANER_DEFERRED;
+			/* dirty still: no reserve until written */
+			return (result & ~CLEANER_REUSABLE) | CLEANER_DEFERRED;
 		}
 	}
 
 #ifdef BGW_JIT_FAULT_INJECTION
-	if (bgw_jit_inject_error)
+	if (bgw_jit_inject_error == BGW_JIT_INJECT_WRITE)
 		ereport(ERROR,
 				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("bgw_jit: injected error with buffer %d pinned and locked",
+				 errmsg("injected error with buffer %d pinned and locked",
 						buffer)));
 #endif
 	written_before = pgBufferUsage.shared_blks_written;
@@ -311,6 +312,13 @@ cleaner_sync_deferred(int buf_id, CleanerDeferred *deferred,
 {
 	BufferTag	written;
 
+#ifdef BGW_JIT_FAULT_INJECTION
+	if (bgw_jit_inject_error == BGW_JIT_INJECT_DEFERRED)
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("injected error retrying the put-off write of buffer %d",
+						buf_id + 1)));
+#endif
 	return sync_buffer(buf_id, &deferred->tag, wb_context, false, &written,
 					   &deferred->lsn);
 }

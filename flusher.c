@@ -39,6 +39,7 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/guc.h"
+#include "utils/resowner.h"
 
 #include "bgw_jit.h"
 
@@ -90,15 +91,33 @@ void
 bgw_jit_flusher_main(Datum main_arg)
 {
 	BgwJitShared *s = bgw_jit_shared;
-	bool		stats_pending = false;
+	sigjmp_buf	local_sigjmp_buf;
+	volatile bool stats_pending = false;
 	instr_time	flushed_at;
 
 	bgw_jit_worker_init();
+	/* (what compat_release_after_error() releases after an ERROR) */
+	CreateAuxProcessResourceOwner();
 
 	s->flusher_pid = MyProcPid;
 	pg_write_barrier();
 	s->flusher_latch = MyLatch;
 	before_shmem_exit(flusher_exit, (Datum) 0);
+
+	/*
+	 * An ERROR (XLogFlush() refusing an LSN past the end of WAL, from a
+	 * damaged page) comes back here: logged, the request dropped, and the
+	 * flusher carries on after a pause, as core's WAL writer does.  Exiting
+	 * instead would repeat at every lap of the cleaner over that page.
+	 */
+	if (sigsetjmp(local_sigjmp_buf, 1) != 0)
+	{
+		HOLD_INTERRUPTS();
+		bgw_jit_error_cleanup("the bgw_jit wal flusher");
+		RESUME_INTERRUPTS();
+		bgw_jit_error_pause();
+	}
+	PG_exception_stack = &local_sigjmp_buf;
 
 	while (!ShutdownRequestPending)
 	{
@@ -116,12 +135,19 @@ bgw_jit_flusher_main(Datum main_arg)
 		/*
 		 * Take the request after resetting the latch, so that one raised
 		 * meanwhile sets it again and is seen at the next round.  A
-		 * request that fails (an LSN past the WAL's end on a damaged page)
-		 * is gone with this process.
+		 * request that fails is dropped: the cleaner asks again when it
+		 * meets the page again.
 		 */
 		lsn = pg_atomic_exchange_u64(&s->flush_request, InvalidXLogRecPtr);
 		if (lsn != InvalidXLogRecPtr && XLogNeedsFlush(lsn))
 		{
+#ifdef BGW_JIT_FAULT_INJECTION
+			if (bgw_jit_inject_error == BGW_JIT_INJECT_FLUSH)
+				ereport(ERROR,
+						(errcode(ERRCODE_INTERNAL_ERROR),
+						 errmsg("injected error flushing WAL up to %X/%X",
+								LSN_FORMAT_ARGS(lsn))));
+#endif
 			XLogFlush(lsn);
 			if (!stats_pending)
 				INSTR_TIME_SET_CURRENT(flushed_at);

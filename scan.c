@@ -244,34 +244,47 @@ count_judgements(BgwJitCycle *e, int outcome)
 /*
  * Write the pages put off whose WAL is flushed now, while the write cap
  * allows; forget those the hand has passed (a backend has evicted them,
- * or they are in use again).
+ * or they are in use again).  Returns how many it left reusable.
+ *
+ * Each page leaves the list before it is written and goes back if it is
+ * still to be written later, so that an ERROR writing it (a file that
+ * cannot be written) drops that page alone, instead of leaving it first in
+ * line to fail again in every cycle before the scan could run.  The list
+ * is walked from its end: [0, i) waits, [i, n_deferred) is kept.
  */
-static void
+static int
 retry_deferred(int64 hand_position, int write_cap, BgwJitCycle *e)
 {
-	int			kept = 0;
+	int			reusable = 0;
 
-	for (int i = 0; i < n_deferred; i++)
+	for (int i = n_deferred - 1; i >= 0; i--)
 	{
-		DeferredPage *d = &deferred[i];
+		DeferredPage d = deferred[i];
 		int			outcome;
 
-		if (d->position < hand_position)
+		deferred[i] = deferred[--n_deferred];
+		if (d.position < hand_position)
 			continue;
-		if (e->written >= write_cap || bgw_jit_wal_flush_pending(d->page.lsn))
+		if (e->written >= write_cap || bgw_jit_wal_flush_pending(d.page.lsn))
 		{
-			deferred[kept++] = *d;
+			deferred[n_deferred++] = d;
 			continue;
 		}
-		outcome = cleaner_sync_deferred((int) (d->position % NBuffers),
-										&d->page, &wb_context);
+		outcome = cleaner_sync_deferred((int) (d.position % NBuffers),
+										&d.page, &wb_context);
 		count_judgements(e, outcome);
 		if (outcome & CLEANER_WRITTEN)
 			e->written++;
 		else if (outcome & CLEANER_DEFERRED)
-			deferred[kept++] = *d;
+			deferred[n_deferred++] = d;
+		if (outcome & CLEANER_REUSABLE)
+		{
+			reusable_counts[(d.position / reusable_segment) % reusable_ring]++;
+			reusable_ahead++;
+			reusable++;
+		}
 	}
-	n_deferred = kept;
+	return reusable;
 }
 
 /*
@@ -352,7 +365,7 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 		write_cap = Min(write_cap, plan->idle_pages);
 	reusable_buffers = est.reusable_buffers_est;
 
-	retry_deferred(req->hand_position, write_cap, e);
+	reusable_buffers += retry_deferred(req->hand_position, write_cap, e);
 
 	while (e->scanned < num_to_scan &&
 		   (lap || self_paced || reusable_buffers < est.upcoming_alloc_est))

@@ -34,6 +34,7 @@
 #include <signal.h>
 #include <time.h>
 
+#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "portability/instr_time.h"
@@ -74,13 +75,14 @@
 #define HIBERNATE_REARM_MS	500
 
 /*
- * After an ERROR the worker sleeps this long, as core's writer does, and
- * logs at most one error per ERROR_LOG_INTERVAL_S: a persistent write
- * failure (a full tablespace, a file it may not write) repeats at every
- * lap of the pool.
+ * After an ERROR a worker sleeps BGW_JIT_ERROR_SLEEP_MS, as core's writer
+ * does, and logs each distinct error (by its message) at most once per
+ * ERROR_LOG_INTERVAL_S: a persistent write failure (a full tablespace, a
+ * file it may not write) repeats at every lap of the pool.  The last
+ * ERROR_LOG_SLOTS distinct errors are remembered.
  */
-#define ERROR_SLEEP_MS			1000
 #define ERROR_LOG_INTERVAL_S	60
+#define ERROR_LOG_SLOTS			8
 
 /* What a cycle hands to publish_cycle(). */
 typedef struct CycleResult
@@ -142,14 +144,19 @@ static int	requested_cpu_priority = BGW_JIT_CPU_PRIORITY_NORMAL;
 static int	applied_cpu_priority = BGW_JIT_CPU_PRIORITY_NORMAL;
 static int	base_nice = 0;		/* the nice value the worker started with */
 
-/* Rate limit of the error log. */
-static bool error_logged = false;
-static instr_time error_logged_at;
+/* Rate limit of the error log: the errors logged last, by message. */
+typedef struct LoggedError
+{
+	uint32		hash;			/* of the SQLSTATE and message; 0: free */
+	instr_time	at;
+} LoggedError;
+
+static LoggedError logged_errors[ERROR_LOG_SLOTS];
 static int	errors_not_logged = 0;
 
 static void warn_if_builtin_cleaner(void);
 static void apply_cpu_priority(void);
-static bool error_log_due(void);
+static bool error_log_due(uint32 hash);
 static void recover_from_error(MemoryContext cycle_context);
 static void pacer_params(PacerParams *params);
 static void run_cycle(void);
@@ -259,68 +266,123 @@ apply_cpu_priority(void)
 	applied_cpu_priority = wanted;
 }
 
-/* Whether an error now may be logged (see ERROR_LOG_INTERVAL_S). */
+/*
+ * Whether an error of this hash may be logged now: not if the same was
+ * logged less than ERROR_LOG_INTERVAL_S ago.  Notes it as logged if so.
+ */
 static bool
-error_log_due(void)
+error_log_due(uint32 hash)
 {
-	instr_time	now;
+	LoggedError *slot = &logged_errors[0];
 
-	if (error_logged && ms_since(error_logged_at) < ERROR_LOG_INTERVAL_S * 1000.0)
-		return false;
-	INSTR_TIME_SET_CURRENT(now);
-	error_logged_at = now;
-	error_logged = true;
+	for (int i = 0; i < ERROR_LOG_SLOTS; i++)
+	{
+		LoggedError *e = &logged_errors[i];
+
+		if (e->hash == hash)
+		{
+			if (ms_since(e->at) < ERROR_LOG_INTERVAL_S * 1000.0)
+				return false;
+			slot = e;
+			break;
+		}
+		/* else take a free slot, or the one logged longest ago */
+		if (slot->hash != 0 &&
+			(e->hash == 0 || INSTR_TIME_GET_DOUBLE(e->at) <
+			 INSTR_TIME_GET_DOUBLE(slot->at)))
+			slot = e;
+	}
+	slot->hash = hash;
+	INSTR_TIME_SET_CURRENT(slot->at);
 	return true;
 }
 
 /*
- * After an ERROR: release what the failed cycle held in the order core's
- * writer does (LWLocks, the I/O in progress, then buffer pins: on 15 the
- * I/O must be aborted while the buffer is still pinned), publish what the
- * cycle did, and carry on in this process with the controller's state
- * intact.  Called with the error still current, from the sigsetjmp block.
+ * The part of recovering from an ERROR that both workers share, called
+ * from their sigsetjmp blocks with the error still current and interrupts
+ * held: log the error (see error_log_due()), release what the process
+ * held in the order core's writer does (LWLocks, the I/O in progress,
+ * then buffer pins: on 15 the I/O must be aborted while the buffer is
+ * still pinned), and clear the error, in TopMemoryContext.  'what' names
+ * the process.
  */
-static void
-recover_from_error(MemoryContext cycle_context)
+void
+bgw_jit_error_cleanup(const char *what)
 {
+	ErrorData  *edata;
+	uint32		hash;
 	bool		logged;
 
 	/* since not using PG_TRY, reset the error stack by hand */
 	error_context_stack = NULL;
-	HOLD_INTERRUPTS();
 
-	logged = error_log_due();
+	MemoryContextSwitchTo(TopMemoryContext);
+	edata = CopyErrorData();
+	hash = hash_combine(hash_bytes_uint32((uint32) edata->sqlerrcode),
+						hash_bytes((const unsigned char *) edata->message,
+								   edata->message ? strlen(edata->message) : 0));
+	FreeErrorData(edata);
+	logged = error_log_due(hash == 0 ? 1 : hash);
 	if (logged)
 		EmitErrorReport();
 	else
 		errors_not_logged++;
 
 	compat_release_after_error();
-
-	MemoryContextSwitchTo(TopMemoryContext);
 	FlushErrorState();
-	MemoryContextReset(cycle_context);
-	scan_reset_writeback(&flush_after);
-
-	RESUME_INTERRUPTS();
 
 	if (logged && errors_not_logged > 0)
 	{
 		ereport(LOG,
-				(errmsg("the bgw_jit worker did not log %d earlier errors",
-						errors_not_logged),
-				 errdetail("The worker logs at most one error every %d seconds.",
+				(errmsg_plural("%s did not log %d earlier error",
+							   "%s did not log %d earlier errors",
+							   errors_not_logged, what, errors_not_logged),
+				 errdetail("It logs each distinct error at most once every %d seconds.",
 						   ERROR_LOG_INTERVAL_S)));
 		errors_not_logged = 0;
 	}
+}
+
+/*
+ * The pause after an ERROR: BGW_JIT_ERROR_SLEEP_MS, whatever sets the
+ * latch meanwhile (the cleaner's flush requests, statement starts), unless
+ * a shutdown is asked for.
+ */
+void
+bgw_jit_error_pause(void)
+{
+	instr_time	start;
+	double		left;
+
+	INSTR_TIME_SET_CURRENT(start);
+	while (!ShutdownRequestPending &&
+		   (left = BGW_JIT_ERROR_SLEEP_MS - ms_since(start)) > 0)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 (long) ceil(left), PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
+/*
+ * After an ERROR in the cleaner: the shared clean-up, then publish what
+ * the cycle did, and carry on in this process with the controller's state
+ * intact.  Called with the error still current, from the sigsetjmp block.
+ */
+static void
+recover_from_error(MemoryContext cycle_context)
+{
+	HOLD_INTERRUPTS();
+	bgw_jit_error_cleanup("the bgw_jit cleaner");
+	MemoryContextReset(cycle_context);
+	scan_reset_writeback(&flush_after);
+	RESUME_INTERRUPTS();
 
 	if (cycle_running)
 		finish_cycle(false);
 
 	/* a write error is likely to repeat: not as fast as we can */
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 ERROR_SLEEP_MS, PG_WAIT_EXTENSION);
-	ResetLatch(MyLatch);
+	bgw_jit_error_pause();
 	compat_smgr_free_all();
 
 	/* the sleep says nothing about the load */

@@ -7,7 +7,9 @@
 # one under base/), and the buffers left dirty (pg_buffercache).  fsync is
 # on, commits are asynchronous and the WAL writer flushes only every 10 s,
 # so that the WAL of most pages the cleaner meets under the update load is
-# not flushed yet.
+# not flushed yet.  An ERROR in the flusher (test builds:
+# bgw_jit.inject_error = flush) is logged and the same process carries on
+# (1.3 exited, to be restarted 5 s later).
 use strict;
 use warnings;
 
@@ -122,6 +124,26 @@ is(worker_pid($node), $cleaner, 'the cleaner kept running');
 like(slurp_file($node->logfile),
 	qr/bgw_jit WAL flusher terminated by administrator command/,
 	'the termination is logged');
+
+# --- an ERROR in the flusher (test builds): logged, and it carries on ---
+SKIP:
+{
+	skip 'build without FAULT_INJECTION=1', 5
+	  unless has_fault_injection($node);
+	my $offset = -s $node->logfile;
+	set_conf($node, 'bgw_jit.inject_error = flush');
+	update_load($node, clients => 2, seconds => 3, scale => 10);
+	ok( $node->wait_for_log(qr/ERROR:  injected error flushing WAL up to/,
+			$offset),
+		'the flusher raised the injected error');
+	is(flusher_pid(), $flusher2, 'the flusher is still the same process');
+	unlike(
+		slurp_file($node->logfile, $offset),
+		qr/background worker "bgw_jit wal flusher" \(PID \d+\) exited/,
+		'the postmaster saw no flusher exit');
+	set_conf($node, 'bgw_jit.inject_error = off');
+	is(worker_pid($node), $cleaner, 'the cleaner kept running');
+}
 
 # --- without a flusher: no worker slot left for it ---
 # (the logical replication launcher would take a slot first)
