@@ -52,6 +52,7 @@ int			bgw_jit_cpu_priority = BGW_JIT_CPU_PRIORITY_NORMAL;
 static char *bgw_jit_lru_multiplier_string = NULL;
 #ifdef BGW_JIT_FAULT_INJECTION
 int			bgw_jit_inject_error = BGW_JIT_INJECT_OFF;
+int			bgw_jit_error_log_interval = BGW_JIT_ERROR_LOG_INTERVAL_S;
 #endif
 
 BgwJitShared *bgw_jit_shared = NULL;
@@ -99,7 +100,6 @@ static Size bgw_jit_shmem_size(void);
 static void define_settings(void);
 static bool check_lru_multiplier(char **newval, void **extra, GucSource source);
 static void assign_lru_multiplier(const char *newval, void *extra);
-static bool check_cpu_priority(int *newval, void **extra, GucSource source);
 static void register_worker(void);
 static void wake_worker_if_hibernating(void);
 static void bgw_jit_ExecutorStart(QueryDesc *queryDesc, int eflags);
@@ -201,7 +201,7 @@ define_settings(void)
 							 cpu_priority_options,
 							 PGC_SIGHUP,
 							 0,
-							 check_cpu_priority, NULL, NULL);
+							 NULL, NULL, NULL);
 
 	DefineCustomIntVariable("bgw_jit.smoothing_samples",
 							"Number of cycles the allocation and density averages span.",
@@ -295,6 +295,14 @@ define_settings(void)
 							 PGC_SIGHUP,
 							 GUC_NOT_IN_SAMPLE,
 							 NULL, NULL, NULL);
+	DefineCustomIntVariable("bgw_jit.error_log_interval",
+							"Test builds only: how often the workers log the same error.",
+							NULL,
+							&bgw_jit_error_log_interval,
+							BGW_JIT_ERROR_LOG_INTERVAL_S, 1, 3600,
+							PGC_SIGHUP,
+							GUC_NOT_IN_SAMPLE | GUC_UNIT_S,
+							NULL, NULL, NULL);
 #endif
 
 	MarkGUCPrefixReserved("bgw_jit");
@@ -435,7 +443,8 @@ check_lru_multiplier(char **newval, void **extra, GucSource source)
 
 	if (!bgw_jit_parse_multiplier(*newval, &value))
 	{
-		GUC_check_errdetail("bgw_jit.lru_multiplier must be \"auto\" or a number between 0 and 10.");
+		GUC_check_errdetail("%s must be \"auto\" or a number between 0 and 10.",
+							"bgw_jit.lru_multiplier");
 		return false;
 	}
 
@@ -451,23 +460,6 @@ static void
 assign_lru_multiplier(const char *newval, void *extra)
 {
 	bgw_jit_lru_multiplier = *(double *) extra;
-}
-
-/* Refuse a CPU priority this platform cannot give the worker. */
-static bool
-check_cpu_priority(int *newval, void **extra, GucSource source)
-{
-	if (*newval == BGW_JIT_CPU_PRIORITY_IDLE && !COMPAT_HAVE_SCHED_IDLE)
-	{
-		GUC_check_errdetail("This platform has no SCHED_IDLE scheduling policy.");
-		return false;
-	}
-	if (*newval == BGW_JIT_CPU_PRIORITY_LOW && !COMPAT_HAVE_NICE)
-	{
-		GUC_check_errdetail("This platform cannot lower a process's nice value.");
-		return false;
-	}
-	return true;
 }
 
 /*
@@ -522,8 +514,10 @@ bgw_jit_check_loaded(void)
 	if (bgw_jit_shared == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("bgw_jit must be loaded via shared_preload_libraries"),
-				 errhint("Add bgw_jit to shared_preload_libraries in postgresql.conf and restart the server.")));
+				 errmsg("%s must be loaded via %s", "bgw_jit",
+						"shared_preload_libraries"),
+				 errhint("Add %s to %s in postgresql.conf and restart the server.",
+						 "bgw_jit", "shared_preload_libraries")));
 }
 
 /*

@@ -251,6 +251,10 @@ extern int	bgw_jit_cpu_priority;
 #define BGW_JIT_INJECT_DEFERRED	2	/* retrying a page put off */
 #define BGW_JIT_INJECT_FLUSH	3	/* the WAL flusher, flushing */
 extern int	bgw_jit_inject_error;
+extern int	bgw_jit_error_log_interval;
+#define BGW_JIT_ERROR_LOG_INTERVAL	bgw_jit_error_log_interval
+#else
+#define BGW_JIT_ERROR_LOG_INTERVAL	BGW_JIT_ERROR_LOG_INTERVAL_S
 #endif
 
 /* bgw_jit.c: shared state */
@@ -303,8 +307,12 @@ extern int	cleaner_sync_deferred(int buf_id, CleanerDeferred *deferred,
 
 /* worker.c */
 extern PGDLLEXPORT void bgw_jit_main(Datum main_arg);
-/* How long a worker pauses after an ERROR before it carries on. */
+/*
+ * How long a worker pauses after an ERROR before it carries on, and how
+ * often it logs the same error (settable in test builds: error_log_interval).
+ */
 #define BGW_JIT_ERROR_SLEEP_MS	1000
+#define BGW_JIT_ERROR_LOG_INTERVAL_S	60
 
 extern void bgw_jit_worker_init(void);
 extern void bgw_jit_error_cleanup(const char *what);

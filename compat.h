@@ -30,10 +30,8 @@
 #ifndef BGW_JIT_COMPAT_H
 #define BGW_JIT_COMPAT_H
 
-#ifndef WIN32
 #include <sched.h>
 #include <sys/resource.h>
-#endif
 
 #include "fmgr.h"
 #include "pgstat.h"
@@ -50,6 +48,14 @@
 #include "utils/hsearch.h"
 #include "utils/resowner.h"
 #include "utils/wait_event.h"
+
+/*
+ * Linux only: the worker measures its slice with CLOCK_THREAD_CPUTIME_ID,
+ * yields with sched_yield() and runs under SCHED_IDLE on request.
+ */
+#ifndef __linux__
+#error "bgw_jit is built and tested on Linux only"
+#endif
 
 #if PG_VERSION_NUM < 150000 || PG_VERSION_NUM >= 200000
 #error "bgw_jit supports PostgreSQL 15, 17, 18 and 19"
@@ -290,30 +296,11 @@ compat_release_after_error(void)
 	AtEOXact_HashTables(false);
 }
 
-/*
- * CPU priorities bgw_jit.cpu_priority can ask for on this platform: idle
- * needs SCHED_IDLE (Linux), low needs setpriority() (POSIX).
- */
-#ifdef SCHED_IDLE
-#define COMPAT_HAVE_SCHED_IDLE true
-#else
-#define COMPAT_HAVE_SCHED_IDLE false
-#endif
-#ifndef WIN32
-#define COMPAT_HAVE_NICE true
-#else
-#define COMPAT_HAVE_NICE false
-#endif
-
 /* This process's nice value; sets errno on failure. */
 static inline int
 compat_get_nice(void)
 {
-#ifndef WIN32
 	return getpriority(PRIO_PROCESS, 0);
-#else
-	return 0;
-#endif
 }
 
 /*
@@ -324,23 +311,13 @@ compat_get_nice(void)
 static inline bool
 compat_set_cpu_priority(bool idle, int nice_value)
 {
-#ifdef SCHED_IDLE
 	struct sched_param param;
 
 	memset(&param, 0, sizeof(param));
 	if (sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &param) != 0)
 		return false;
-#else
-	if (idle)
-	{
-		errno = ENOSYS;
-		return false;
-	}
-#endif
-#ifndef WIN32
 	if (!idle && setpriority(PRIO_PROCESS, 0, nice_value) != 0)
 		return false;
-#endif
 	return true;
 }
 

@@ -20,9 +20,10 @@
  *   cannot change the cap;
  * - every cycle is published to shared memory for the SQL views;
  * - SIGTERM from the postmaster is a shutdown (exit 0, as autoprewarm),
- *   from anyone else (pg_terminate_backend) a restart after
- *   bgw_restart_time (exit 1); SIGINT (pg_cancel_backend) is ignored, as
- *   there is no statement to cancel.
+ *   from anyone else (kill -TERM) a restart after bgw_restart_time (exit
+ *   1); SIGINT is ignored, as there is no statement to cancel.  (Neither
+ *   pg_terminate_backend() nor pg_cancel_backend() reaches the worker: it
+ *   is not in the ProcArray.)
  *
  * Copyright (c) 2026, bgw_jit developers
  *
@@ -77,11 +78,10 @@
 /*
  * After an ERROR a worker sleeps BGW_JIT_ERROR_SLEEP_MS, as core's writer
  * does, and logs each distinct error (by its message) at most once per
- * ERROR_LOG_INTERVAL_S: a persistent write failure (a full tablespace, a
- * file it may not write) repeats at every lap of the pool.  The last
- * ERROR_LOG_SLOTS distinct errors are remembered.
+ * BGW_JIT_ERROR_LOG_INTERVAL seconds: a persistent write failure (a full
+ * tablespace, a file it may not write) repeats at every lap of the pool.
+ * The last ERROR_LOG_SLOTS distinct errors are remembered.
  */
-#define ERROR_LOG_INTERVAL_S	60
 #define ERROR_LOG_SLOTS			8
 
 /* What a cycle hands to publish_cycle(). */
@@ -169,7 +169,6 @@ static void fold_cycle(BgwJitShared *s, CycleResult *result,
 static double ms_since(instr_time start);
 static void restart_pacer(void);
 
-#ifndef WIN32
 /*
  * SIGTERM: a shutdown request, as SignalHandlerForShutdownRequest(), and
  * note whether it came from the postmaster.  Only then is it a shutdown
@@ -190,7 +189,6 @@ handle_sigterm(int signo, siginfo_t *info, void *context)
 
 	errno = save_errno;
 }
-#endif
 
 /*
  * Start-up common to bgw_jit's workers: signal handlers (bgworker_die(),
@@ -201,7 +199,6 @@ handle_sigterm(int signo, siginfo_t *info, void *context)
 void
 bgw_jit_worker_init(void)
 {
-#ifndef WIN32
 	struct sigaction act;
 
 	memset(&act, 0, sizeof(act));
@@ -210,10 +207,6 @@ bgw_jit_worker_init(void)
 	act.sa_flags = SA_SIGINFO | SA_RESTART;
 	if (sigaction(SIGTERM, &act, NULL) != 0)
 		elog(FATAL, "could not set SIGTERM handler: %m");
-#else
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	shutdown_by_postmaster = true;
-#endif
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGINT, PG_SIG_IGN);
 	compat_join_procsignal();
@@ -229,9 +222,10 @@ warn_if_builtin_cleaner(void)
 {
 	if (bgw_jit_enabled && bgwriter_lru_maxpages > 0)
 		ereport(WARNING,
-				(errmsg("the built-in background writer also cleans buffers (bgwriter_lru_maxpages = %d)",
-						bgwriter_lru_maxpages),
-				 errhint("Set bgwriter_lru_maxpages = 0 so that only bgw_jit cleans.")));
+				(errmsg("the built-in background writer also cleans buffers (%s = %d)",
+						"bgwriter_lru_maxpages", bgwriter_lru_maxpages),
+				 errhint("Set %s = 0 so that only bgw_jit cleans.",
+						 "bgwriter_lru_maxpages")));
 }
 
 /*
@@ -268,7 +262,8 @@ apply_cpu_priority(void)
 
 /*
  * Whether an error of this hash may be logged now: not if the same was
- * logged less than ERROR_LOG_INTERVAL_S ago.  Notes it as logged if so.
+ * logged less than BGW_JIT_ERROR_LOG_INTERVAL seconds ago.  Notes it as
+ * logged if so.
  */
 static bool
 error_log_due(uint32 hash)
@@ -281,7 +276,7 @@ error_log_due(uint32 hash)
 
 		if (e->hash == hash)
 		{
-			if (ms_since(e->at) < ERROR_LOG_INTERVAL_S * 1000.0)
+			if (ms_since(e->at) < BGW_JIT_ERROR_LOG_INTERVAL * 1000.0)
 				return false;
 			slot = e;
 			break;
@@ -337,8 +332,10 @@ bgw_jit_error_cleanup(const char *what)
 				(errmsg_plural("%s did not log %d earlier error",
 							   "%s did not log %d earlier errors",
 							   errors_not_logged, what, errors_not_logged),
-				 errdetail("It logs each distinct error at most once every %d seconds.",
-						   ERROR_LOG_INTERVAL_S)));
+				 errdetail_plural("It logs each distinct error at most once every %d second.",
+								  "It logs each distinct error at most once every %d seconds.",
+								  BGW_JIT_ERROR_LOG_INTERVAL,
+								  BGW_JIT_ERROR_LOG_INTERVAL)));
 		errors_not_logged = 0;
 	}
 }
