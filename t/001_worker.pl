@@ -48,7 +48,7 @@ SKIP:
 # --- under load it cleans, and SIGINT (a cancel) does not stop it ---
 $node->safe_psql('postgres',
 	"SELECT pg_stat_reset_shared('bgwriter'), bgw_jit_reset()");
-is(kill('INT', $pid), 1, 'SIGINT sent to the idle worker');
+kill('INT', $pid) or die "could not signal the worker: $!";
 my $load = start_update_load($node, clients => 2, seconds => 6,
 	scale => $scale);
 $node->poll_query_until('postgres',
@@ -238,11 +238,9 @@ sub stop_while_waiting
 	my %seen;
 	$seen{ $syscall->() }++ for 1 .. 20;
 	my ($idle) = sort { $seen{$b} <=> $seen{$a} } keys %seen;
-	if ($idle eq '')
-	{
-		note("/proc/$pid/syscall cannot be read: stopping $pid unchecked");
-		return kill('STOP', $pid);
-	}
+	# (stopped mid-write the worker would hold a page the backends wait for)
+	die "/proc/$pid/syscall cannot be read: cannot tell whether the worker is asleep"
+	  if $idle eq '';
 	return 0 if $idle eq 'running';
 	for (1 .. 100)
 	{
@@ -341,11 +339,10 @@ ok( $node->wait_for_log(
 	'reload with bgwriter_lru_maxpages > 0 warns with a hint');
 set_conf($node, 'bgwriter_lru_maxpages = 0');
 
-# --- a fast shutdown stops the worker quietly and promptly ---
+# --- a fast shutdown stops the worker quietly ---
+# (stop() fails if the server is not down within pg_ctl's timeout)
 $log_offset = -s $node->logfile;
-my $t_stop = time;
 $node->stop('fast');
-cmp_ok(time - $t_stop, '<', 30, 'fast shutdown completes promptly');
 my $log = slurp_file($node->logfile, $log_offset);
 unlike($log, qr/\[$pid\] (?:\S+ )?(?:FATAL|ERROR|WARNING):/,
 	'the worker logged no FATAL, ERROR or WARNING at shutdown');

@@ -14,13 +14,20 @@ $node->init;
 $node->start;
 
 $node->safe_psql('postgres', 'CREATE EXTENSION bgw_jit');
-pass('CREATE EXTENSION succeeds without preloading');
+# (pg_available_extensions does not see a staged build: the control file)
+my ($default_version) =
+  slurp_file("$FindBin::RealBin/../bgw_jit.control") =~
+  /^default_version\s*=\s*'([^']+)'/m;
+is($node->safe_psql('postgres',
+		"SELECT extversion FROM pg_extension WHERE extname = 'bgw_jit'"),
+	$default_version,
+	'CREATE EXTENSION succeeds without preloading, at the default version');
 
 # No worker: the postmaster has no child whose title names it, and the
 # log has no start-up line of it.  (Not pg_stat_activity: a worker without
 # a database connection would not show there anyway.)
 my ($postmaster) = slurp_file($node->data_dir . '/postmaster.pid') =~ /^(\d+)/;
-my @workers;
+my @children;
 for my $stat (glob '/proc/[0-9]*/stat')
 {
 	open(my $fh, '<', $stat) or next;
@@ -31,9 +38,13 @@ for my $stat (glob '/proc/[0-9]*/stat')
 	open($fh, '<', $cmdline) or next;
 	my $title = <$fh> // '';
 	close $fh;
-	push @workers, $title if $title =~ /bgw_jit/;
+	push @children, $title;
 }
-ok(glob("/proc/$postmaster/stat"), "the postmaster ($postmaster) is visible in /proc");
+ok(-e "/proc/$postmaster/stat", "the postmaster ($postmaster) is visible in /proc");
+# (the same scan finds the postmaster's other children: it can see a worker)
+ok(scalar(grep { /checkpointer/ } @children),
+	'the scan finds the checkpointer among its children');
+my @workers = grep { /bgw_jit/ } @children;
 is(scalar(@workers), 0, 'no worker runs') or diag("@workers");
 unlike(slurp_file($node->logfile), qr/bgw_jit worker started/,
 	'and none started');
@@ -96,7 +107,9 @@ is( $node->safe_psql(
 	'0', 'no settings defined without preloading, the library loaded');
 
 $node->safe_psql('postgres', 'DROP EXTENSION bgw_jit');
-pass('DROP EXTENSION succeeds');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_extension WHERE extname = 'bgw_jit'"),
+	'0', 'DROP EXTENSION succeeds');
 is($node->safe_psql('postgres', 'SELECT 1'), '1', 'server still up');
 $node->stop;
 

@@ -76,8 +76,8 @@ my $s = query_hash($node, qq{
 		   (SELECT count(DISTINCT sleep_ms) FROM h) AS sleeps,
 		   (SELECT min(sleep_ms) FROM h WHERE NOT sliced) AS min_sleep,
 		   (SELECT max(sleep_ms) FROM h) AS max_sleep,
-		   (SELECT coalesce(bool_and(sleep_ms = 1), true)
-			  FROM h WHERE sliced) AS sliced_1ms,
+		   (SELECT count(*) FROM h WHERE sliced) AS sliced,
+		   (SELECT bool_and(sleep_ms = 1) FROM h WHERE sliced) AS sliced_1ms,
 		   (SELECT min(margin) FROM h) AS min_margin,
 		   (SELECT max(margin) FROM h) AS max_margin,
 		   (SELECT current_setting('bgw_jit.delay')) AS delay
@@ -95,7 +95,13 @@ cmp_ok($s->{min_sleep}, '<', $delay_ms,
 	  . "$s->{min_sleep}..$s->{max_sleep} ms, bgw_jit.delay $s->{delay})");
 ok($s->{min_sleep} >= 10 && $s->{max_sleep} <= 200,
 	'every planned sleep within [10 ms, bgw_jit.delay]');
-ok($s->{sliced_1ms}, 'and 1 ms after a cycle its time slice cut short');
+SKIP:
+{
+	skip 'no cycle was cut short by its time slice under this load', 1
+	  unless $s->{sliced};
+	ok($s->{sliced_1ms},
+		"and 1 ms after each of the $s->{sliced} cycles its time slice cut short");
+}
 ok($s->{min_margin} >= 1 && $s->{max_margin} <= 10,
 	"automatic margin within [1, 10] ($s->{min_margin}..$s->{max_margin})");
 
@@ -271,12 +277,20 @@ until ($raised || $refused || time > $deadline)
 	usleep(100_000) unless $raised || $refused;
 }
 my $p = proc_priority();
-if ($raised)
+# Which of the two happens depends on the server's privileges: the other
+# branch is skipped, saying so.
+SKIP:
 {
+	skip 'the server may not raise priorities (no CAP_SYS_NICE or RLIMIT_NICE): '
+	  . 'the raise is refused below', 1
+	  unless $raised;
 	is($p->{policy}, 0, 'raised back to normal (the server may raise priorities)');
 }
-else
+SKIP:
 {
+	skip 'the server may raise priorities (CAP_SYS_NICE or RLIMIT_NICE): '
+	  . 'no refusal to report', 4
+	  if $raised;
 	ok($refused, 'raising the priority without privileges is reported');
 	is($node->safe_psql('postgres', 'SELECT cpu_priority FROM bgw_jit_stats'),
 		'idle', 'bgw_jit_stats shows the priority the worker really has');

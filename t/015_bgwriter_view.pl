@@ -8,9 +8,10 @@
 #   the view's buffers_clean rises by exactly the worker's writes as core
 #   counted them (15: the rise of buffers_backend, which then holds only
 #   the worker's; from 17: pg_stat_io's background-worker writes), its
-#   maxwritten_clean by at least one cycle and at most one per 50 of
-#   those writes (the cap is 50 pages a cycle), and on 15 its
-#   buffers_backend does not move.
+#   maxwritten_clean by at least one cycle and at most one per 5 of
+#   those writes (a cap of 5 pages a cycle in that phase, below the idle
+#   pass's pace; 50 elsewhere), and on 15 its buffers_backend does not
+#   move.
 # Every other column is pg_stat_bgwriter's (compared by name, as the
 # catalog lists them).  bgw_jit_reset() and a clean restart leave the view
 # alone; after pg_stat_reset_shared('bgwriter') it is pg_stat_bgwriter

@@ -129,8 +129,7 @@ EOC
 			$strategy, $pages, $span, $capped));
 	cmp_ok($pages, '<=', 1.25 * (128 * $span + 128),
 		"$strategy: the kernel saw no more than the rate allows");
-	cmp_ok($pages, '>=', 0.5 * 128 * $span,
-		"$strategy: and about as much, the cap bound");
+	# (the bound is only a bound if the load asked for more)
 	cmp_ok($capped, '>', 0, "$strategy: the budget stopped scans");
 }
 

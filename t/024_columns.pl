@@ -243,17 +243,18 @@ ok($j->{r} >= 100 && $j->{e} >= 100,
 is($j->{pct}, $j->{expected}, "redirtied_pct is 100 * redirtied / judged ($j->{pct})");
 ok($j->{pct} > 0 && $j->{pct} < 100, 'strictly between 0 and 100');
 
-# --- after a restart of the worker the frontier is not where it says ---
-# Known bug, left to the worker's owner: the clock hand's position is
-# counted from the worker's first cycle, not from buffer 0, so a worker
-# that starts (again) with the hand elsewhere scans that far away from it.
-# With an idle pool and the cleaner a lap ahead, next_to_clean should be
-# strategy_buf_id + bufs_ahead.
+# --- after a restart of the worker the frontier is where it says ---
+# The clock hand's position is counted from buffer 0 of pass 0 as the
+# worker first reads it (once it was counted from the worker's first
+# cycle, so that a worker started again with the hand elsewhere scanned
+# that far away from it).  With an idle pool and the cleaner a lap ahead,
+# next_to_clean is strategy_buf_id + bufs_ahead.
 set_conf($node, "bgw_jit.strategy = 'jit'", 'bgw_jit.lru_maxpages = -1');
 # One row of bgw_jit_stats is one cycle's, so the lead and the frontier are
 # read together; polled, as anything that moves the hand in between starts
-# a cycle that scans again.  With the bug the frontier stays off by where
-# the hand was when the worker started, so the poll runs out.
+# a cycle that scans again.  Were the hand counted from the worker's first
+# cycle, the frontier would stay off by where the hand was then, and the
+# poll would run out.
 my $frontier_sql = qq{SELECT bufs_ahead = $nbuffers
 	AND next_to_clean = (strategy_buf_id + bufs_ahead) % $nbuffers
 	FROM bgw_jit_stats};

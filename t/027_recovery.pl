@@ -163,13 +163,10 @@ $node->stop;
 my $off_r = recover_watching($off, 'worker off');
 cmp_ok($off_r->{worker}, '<=', 1,
 	'worker off: the worker wrote nothing during redo');
-# (A quarter: without the worker both recoveries write the same pages,
-# give or take some 10% written at the very end, which the last reading
-# may catch or miss; with it the startup process has written 7-40% as
-# many.)
-cmp_ok($on_r->{startup_total}, '<', $off_r->{startup_total} * 3 / 4,
-	"with the worker cleaning the startup process wrote at least a quarter "
-	  . "fewer pages itself ($on_r->{startup_total} against $off_r->{startup_total})");
+# (How many of the startup process's writes the worker took is a figure
+# for bench/recovery, not a test: noted only.)
+note("the startup process wrote $on_r->{startup_total} pages itself with the "
+	  . "worker cleaning, $off_r->{startup_total} without");
 is(content_hash($off), $hash, 'worker off: the same content after recovery');
 $off->stop;
 
@@ -215,6 +212,12 @@ $standby->promote;
 $standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 'promotion did not finish';
 is(worker_pid($standby), $worker, 'after promotion the same worker runs on');
+my $io_promoted = proc_io($worker) // { wchar => 0 };
+update_load($standby, clients => 2, seconds => 3, scale => 5);
+my $io_after = proc_io($worker) // { wchar => 0 };
+my $promoted_pages = int(($io_after->{wchar} - $io_promoted->{wchar}) / $page);
+cmp_ok($promoted_pages, '>', 0,
+	"and cleans under load ($promoted_pages pages, kernel count)");
 check_integrity($standby, 'promoted standby');
 
 $standby->stop;

@@ -795,8 +795,9 @@ sub watched_sql
 # I/O and content lock, and every backend that needs the page would wait
 # until it runs again.  Its sleep is the latch's epoll wait (syscall 232,
 # epoll_wait, or 281, epoll_pwait, on x86-64), as /proc/PID/syscall shows
-# for the stopped process.  Where that cannot be read it is stopped
-# unchecked.  True once stopped asleep.
+# for the stopped process.  Where that cannot be read (it takes ptrace
+# access to the process) it dies, saying so: a worker stopped mid-write
+# would hold a page the backends then wait for.  True once stopped asleep.
 sub stop_worker_asleep
 {
 	my ($pid) = @_;
@@ -804,13 +805,14 @@ sub stop_worker_asleep
 	while (Time::HiRes::time() < $deadline)
 	{
 		kill 'STOP', $pid;
-		my $syscall;
-		if (open(my $fh, '<', "/proc/$pid/syscall"))
+		open(my $fh, '<', "/proc/$pid/syscall") or do
 		{
-			$syscall = <$fh> // '';
-			close $fh;
-		}
-		return 1 if !defined $syscall || $syscall =~ /^(232|281) /;
+			kill 'CONT', $pid;
+			die "cannot read /proc/$pid/syscall ($!): cannot tell whether the worker is asleep";
+		};
+		my $syscall = <$fh> // '';
+		close $fh;
+		return 1 if $syscall =~ /^(232|281) /;
 		kill 'CONT', $pid;
 		usleep(1000);
 	}
