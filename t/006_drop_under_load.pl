@@ -106,7 +106,7 @@ sub wait_for_cleaning
 
 $node->safe_psql('template1', 'CREATE EXTENSION pg_buffercache');
 
-my $iterations = 6;
+my $iterations = 3;
 for my $i (1 .. $iterations)
 {
 	# a database full of dirty buffers, dropped while they are cleaned

@@ -20,6 +20,13 @@ set -euo pipefail
 # read-only, the libraries found by t/019 alone (LD_LIBRARY_PATH).
 pg15=/usr/lib/postgresql/15
 if [ "${PG_MAJOR:-15}" = 17 ] && [ -z "${BGW_JIT_IN_ROOT:-}" ] &&
+	[ -z "${BGW_JIT_UPGRADE_FROM+set}" ]; then
+	# (whichever version ran first: 15's server and headers from apt)
+	(. "$(dirname "$0")/../bench/setup.sh" &&
+		bgw_jit_require_packages postgresql-15 postgresql-server-dev-15) ||
+		echo "== no PostgreSQL 15 server and headers: t/019_pg_upgrade.pl will skip"
+fi
+if [ "${PG_MAJOR:-15}" = 17 ] && [ -z "${BGW_JIT_IN_ROOT:-}" ] &&
 	[ -z "${BGW_JIT_UPGRADE_FROM+set}" ] && [ -x $pg15/bin/pg_config ] &&
 	[ -d /usr/include/postgresql/15/server ]; then
 	from15=$(mktemp -d /tmp/bgw_jit_from15.XXXXXX)
@@ -106,9 +113,10 @@ echo "== pg_regress and TAP tests"
 # that a plain "make installcheck" uses; TAP_TESTS=1: the TAP tests after
 # it.  TEMP_CONFIG: appended to every test server's postgresql.conf (by the
 # Makefile for pg_regress, by PostgreSQL::Test::Cluster for TAP).
+# PROVE_FLAGS=--timer: each TAP file's time in the output.
 as_server_user env TEMP_CONFIG="$BGW_JIT_STAGE_CONF" ${upgrade_env[@]+"${upgrade_env[@]}"} \
 	make -C "$work/test/src" PG_CONFIG="$PG_CONFIG" installcheck \
-	TEMP_INSTANCE=1 TAP_TESTS=1 \
+	TEMP_INSTANCE=1 TAP_TESTS=1 PROVE_FLAGS=--timer \
 	${PROVE_TESTS:+PROVE_TESTS="$PROVE_TESTS"} || status=$?
 
 # PostgreSQL's own recovery tests 032-034 with bgw_jit preloaded, where
