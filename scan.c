@@ -204,13 +204,11 @@ slice_over(ScanLimit *limit)
 {
 	int64		now = scan_thread_cpu_us();
 
-#ifndef WIN32
 	if (now - limit->yield_cpu_us >= SCAN_YIELD_US)
 	{
 		sched_yield();
 		limit->yield_cpu_us = now;
 	}
-#endif
 	if (now - limit->start_cpu_us < limit->slice_ms * 1000.0)
 		return false;
 	limit->out_of_time = true;
