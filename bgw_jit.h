@@ -199,9 +199,9 @@ typedef struct BgwJitShared
 	 * fields before and after are written by the worker every cycle: so it
 	 * and worker_latch (set at the worker's start, cleared at its exit)
 	 * have a cache line to themselves, which the worker writes only around
-	 * the sleeps it takes when idle.  The
-	 * alignment holds in memory because ShmemInitStruct() returns memory
-	 * aligned to PG_CACHE_LINE_SIZE (all supported versions), and
+	 * the sleeps it takes when idle.  The alignment holds in memory
+	 * because ShmemInitStruct() returns memory aligned to
+	 * PG_CACHE_LINE_SIZE (all supported versions), and
 	 * offsetof(BgwJitShared, history), which sizes the struct in shared
 	 * memory, counts the padding.
 	 */

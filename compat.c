@@ -230,9 +230,9 @@ compat_bgwriter_stats(CompatBgwriterStats *out)
  * 15 indexes ProcSignal's slots by backend ID, which comes with a slot in
  * the shared invalidation array: take one as a send-only member (as the
  * startup process does in hot standby), which is never asked to read
- * messages.  The worker's PGPROC is one of those MaxBackends counts, so a
- * slot is always free for it.  From 17 the slot is the process number
- * that InitProcess() gave every process.
+ * messages.  The array has a slot for each of the MaxBackends processes
+ * with a PGPROC like the worker's, so one is always free for it.  From 17
+ * the slot is the process number that InitProcess() gave every process.
  */
 void
 compat_join_procsignal(void)
