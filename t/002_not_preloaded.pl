@@ -56,6 +56,7 @@ for my $query (
 	'SELECT * FROM bgw_jit_stats()',
 	'SELECT * FROM bgw_jit_history()',
 	'SELECT * FROM bgw_jit_bgwriter',
+	'SELECT * FROM bgw_jit_bgwriter(now())',
 	'SELECT bgw_jit_reset()')
 {
 	my ($ret, $stdout, $stderr) = $node->psql('postgres', $query);
@@ -80,6 +81,21 @@ for my $query (
 		qr/plot-history: cannot read bgw_jit_history: .*shared_preload_libraries/s,
 		'plot-history: the error names shared_preload_libraries');
 }
+
+# The pacer's replay needs no shared memory either, and the server's own
+# pg_stat_bgwriter figures are the server's.
+is( $node->safe_psql(
+		'postgres',
+		'SELECT count(*) FROM bgw_jit_replay_pacer(ARRAY[1000, 1000]::bigint[], '
+		  . 'ARRAY[10, 10]::bigint[], nbuffers => 4096)'),
+	'2',
+	'bgw_jit_replay_pacer works without preloading');
+is( $node->safe_psql(
+		'postgres',
+		'SELECT b.buffers_alloc = s.buffers_alloc AND b.stats_reset = s.stats_reset '
+		  . 'FROM bgw_jit_core_bgwriter() b, pg_stat_bgwriter s'),
+	't',
+	'bgw_jit_core_bgwriter() reads the server\'s figures without preloading');
 
 # Replay needs no shared memory; a NULL nbuffers is this server's pool.
 is( $node->safe_psql(
