@@ -19,11 +19,11 @@
  * - the writes are rationed by a rate, not only per cycle, so that pacing
  *   cannot change the cap;
  * - every cycle is published to shared memory for the SQL views;
- * - SIGTERM from the postmaster is a shutdown (exit 0, as autoprewarm),
- *   from anyone else (kill -TERM) a restart after bgw_restart_time (exit
- *   1); SIGINT is ignored, as there is no statement to cancel.  (Neither
+ * - SIGTERM ends the worker with exit code 1: the postmaster restarts it
+ *   after bgw_restart_time unless the server is shutting down.  SIGINT is
+ *   ignored, as there is no statement to cancel.  (Neither
  *   pg_terminate_backend() nor pg_cancel_backend() reaches the worker: it
- *   is not in the ProcArray.)
+ *   has no PGPROC in the ProcArray.)
  *
  * Copyright (c) 2026, bgw_jit developers
  *
@@ -32,7 +32,6 @@
 #include "postgres.h"
 
 #include <math.h>
-#include <signal.h>
 #include <time.h>
 
 #include "common/hashfn.h"
@@ -99,9 +98,6 @@ typedef struct CycleResult
 	TimestampTz backend_read_at;	/* when they were read */
 	int64		cpu_start_us;
 } CycleResult;
-
-/* Set by handle_sigterm() when the postmaster itself asked us to stop. */
-static volatile sig_atomic_t shutdown_by_postmaster = false;
 
 /*
  * The cycle under way.  An ERROR in the middle of it (a failed write)
@@ -170,43 +166,16 @@ static double ms_since(instr_time start);
 static void restart_pacer(void);
 
 /*
- * SIGTERM: a shutdown request, as SignalHandlerForShutdownRequest(), and
- * note whether it came from the postmaster.  Only then is it a shutdown
- * of the server (or an explicit worker termination), after which exit
- * code 0 correctly unregisters us.  From any other process (kill -TERM)
- * we exit with code 1 and are restarted: the cleaner (and the WAL
- * flusher) is part of the server's configuration, not a session to end.
- */
-static void
-handle_sigterm(int signo, siginfo_t *info, void *context)
-{
-	int			save_errno = errno;
-
-	if (info != NULL && info->si_pid == PostmasterPid)
-		shutdown_by_postmaster = true;
-	ShutdownRequestPending = true;
-	SetLatch(MyLatch);
-
-	errno = save_errno;
-}
-
-/*
  * Start-up common to bgw_jit's workers: signal handlers (bgworker_die(),
- * which would turn SIGTERM into a FATAL, replaced; SIGINT ignored, as
- * there is no statement to cancel), ProcSignal membership (see
+ * which would turn SIGTERM into a FATAL in the middle of a write,
+ * replaced by a request to leave at the next safe point; SIGINT ignored,
+ * as there is no statement to cancel), ProcSignal membership (see
  * compat_join_procsignal()), then signals unblocked.
  */
 void
 bgw_jit_worker_init(void)
 {
-	struct sigaction act;
-
-	memset(&act, 0, sizeof(act));
-	act.sa_sigaction = handle_sigterm;
-	sigemptyset(&act.sa_mask);
-	act.sa_flags = SA_SIGINFO | SA_RESTART;
-	if (sigaction(SIGTERM, &act, NULL) != 0)
-		elog(FATAL, "could not set SIGTERM handler: %m");
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGINT, PG_SIG_IGN);
 	compat_join_procsignal();
@@ -529,22 +498,20 @@ bgw_jit_main(Datum main_arg)
 			restart_pacer();
 	}
 
-	bgw_jit_exit("bgw_jit worker");
+	bgw_jit_exit();
 }
 
 /*
- * Leave after a shutdown request: for good if the postmaster asked, else
- * to be restarted (see handle_sigterm()).  'what' names the process.
+ * Leave after a SIGTERM.  The sender cannot be told apart portably (the
+ * postmaster at a shutdown, an administrator's kill, systemd signalling
+ * the whole control group), so the exit code is 1 in every case: the
+ * postmaster restarts the worker after bgw_restart_time unless the server
+ * is shutting down, when it starts no workers.  It logs the exit code, as
+ * for 15's logical replication launcher.
  */
 void
-bgw_jit_exit(const char *what)
+bgw_jit_exit(void)
 {
-	if (shutdown_by_postmaster)
-		proc_exit(0);
-	ereport(LOG,
-			(errmsg("%s terminated by administrator command", what),
-			 errdetail("The process will be restarted in %d seconds.",
-					   BGW_JIT_RESTART_SECONDS)));
 	proc_exit(1);
 }
 

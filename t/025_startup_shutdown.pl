@@ -115,8 +115,8 @@ like($log, qr/received smart shutdown request/, 'it was a smart shutdown');
 like($log, qr/database system is shut down/, 'and the server shut down');
 unlike($log, qr/\[$pid\] (?:\S+ )?(?:FATAL|ERROR|WARNING):/,
 	'the worker logged no FATAL, ERROR or WARNING');
-unlike($log, qr/background worker "bgw_jit" \(PID $pid\) exited/,
-	'and exited with code 0');
+like($log, qr/background worker "bgw_jit" \(PID $pid\) exited with exit code 1/,
+	'it left through its SIGTERM path (exit code 1)');
 ok(!kill(0, $pid), 'the worker is gone');
 ok(-s $stat_file, 'the statistics were saved, as at any clean shutdown');
 
