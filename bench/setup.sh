@@ -74,13 +74,14 @@ as_server_user() {
 }
 
 # Copy the source tree to $1, owned by the server account (less what
-# builds and test runs leave in it).
+# builds and test runs leave in it: pg_regress's results/ at the top only,
+# so that bench/results, which t/031_repository.pl checks, comes along).
 bgw_jit_copy_source() {
 	local dir=$1
 	mkdir -p "$dir"
 	(cd "$BGW_JIT_SRC" && tar --exclude=.git --exclude=tmp_check \
-		--exclude=tmp_check_regress --exclude=results --exclude='bench/out' \
-		--exclude=stage -cf - .) | tar -xf - -C "$dir"
+		--exclude=tmp_check_regress --exclude='bench/out' \
+		--exclude=stage --anchored --exclude=./results -cf - .) | tar -xf - -C "$dir"
 	[ "$(id -u)" -eq 0 ] && chown -R "$BGW_JIT_USER" "$dir"
 	return 0
 }
