@@ -390,7 +390,7 @@ def wait_shares(run):
     path = os.path.join(run, "waits.txt")
     opener = open
     if not os.path.exists(path):
-        path += ".gz"		# as bench/results keeps it
+        path += ".gz"		# as bench/results kept it (commit caeb989)
         opener = gzip.open
     with opener(path, "rt") as f:
         for line in f:

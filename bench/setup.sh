@@ -74,13 +74,22 @@ as_server_user() {
 }
 
 # Copy the source tree to $1, owned by the server account (less what
-# builds and test runs leave in it).
+# builds and test runs leave in it).  bench/results, which
+# t/031_repository.pl checks, comes along as git tracks it where the
+# source is a checkout, so that an untracked run of one's own stays out.
 bgw_jit_copy_source() {
 	local dir=$1
 	mkdir -p "$dir"
 	(cd "$BGW_JIT_SRC" && tar --exclude=.git --exclude=tmp_check \
-		--exclude=tmp_check_regress --exclude=results --exclude='bench/out' \
-		--exclude=stage -cf - .) | tar -xf - -C "$dir"
+		--exclude=tmp_check_regress --exclude='bench/out' --exclude=stage \
+		--anchored --exclude=./results --exclude=./bench/results -cf - .) |
+		tar -xf - -C "$dir"
+	if git -C "$BGW_JIT_SRC" rev-parse --git-dir >/dev/null 2>&1; then
+		(cd "$BGW_JIT_SRC" && git ls-files -z -- bench/results |
+			tar --null --ignore-failed-read -T - -cf -) | tar -xf - -C "$dir"
+	elif [ -d "$BGW_JIT_SRC/bench/results" ]; then
+		(cd "$BGW_JIT_SRC" && tar -cf - bench/results) | tar -xf - -C "$dir"
+	fi
 	[ "$(id -u)" -eq 0 ] && chown -R "$BGW_JIT_USER" "$dir"
 	return 0
 }

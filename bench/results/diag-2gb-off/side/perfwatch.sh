@@ -1,6 +1,0 @@
-#!/bin/bash
-for id in nobgw_c8_r3 jit_off_c8_r3 bgw_jit_c8_r3; do
-  while ! ls /tmp/bgw_jit_bench.*/runs/$id/proc0.env >/dev/null 2>&1; do sleep 0.5; [ -e /tmp/samp/stop ] && exit; done
-  sleep 20
-  perf record -a -F 199 -g -o /tmp/samp/perf_$id.data -- sleep 20 > /tmp/samp/perf_$id.log 2>&1
-done
