@@ -30,7 +30,6 @@
 #ifndef BGW_JIT_COMPAT_H
 #define BGW_JIT_COMPAT_H
 
-#include <sched.h>
 #include <sys/resource.h>
 
 #include "fmgr.h"
@@ -51,7 +50,7 @@
 
 /*
  * Linux only: the worker measures its slice with CLOCK_THREAD_CPUTIME_ID,
- * yields with sched_yield() and runs under SCHED_IDLE on request.
+ * and yields with sched_yield().
  */
 #ifndef __linux__
 #error "bgw_jit is built and tested on Linux only"
@@ -304,21 +303,13 @@ compat_get_nice(void)
 }
 
 /*
- * Run this process under SCHED_IDLE, or under the normal policy at nice
- * value 'nice_value'.  False, with errno set, if the system refused.
- * (The nice value means nothing under SCHED_IDLE: it is left alone.)
+ * Run this process at nice value 'nice_value'.  False, with errno set, if
+ * the system refused (raising it needs CAP_SYS_NICE or RLIMIT_NICE).
  */
 static inline bool
-compat_set_cpu_priority(bool idle, int nice_value)
+compat_set_nice(int nice_value)
 {
-	struct sched_param param;
-
-	memset(&param, 0, sizeof(param));
-	if (sched_setscheduler(0, idle ? SCHED_IDLE : SCHED_OTHER, &param) != 0)
-		return false;
-	if (!idle && setpriority(PRIO_PROCESS, 0, nice_value) != 0)
-		return false;
-	return true;
+	return setpriority(PRIO_PROCESS, 0, nice_value) == 0;
 }
 
 /*

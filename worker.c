@@ -199,10 +199,9 @@ warn_if_builtin_cleaner(void)
 
 /*
  * bgw_jit.cpu_priority: nice 10 (or the server's own nice value, if that
- * is lower still) for low, SCHED_IDLE for idle, the server's nice value
- * for normal.  Lowering always works; raising it again needs CAP_SYS_NICE
- * (or RLIMIT_NICE), so without it the worker stays where it is until it
- * restarts.  The setting's check hook refuses what the platform lacks.
+ * is lower still) for low, the server's nice value for normal.  Lowering
+ * always works; raising it again needs CAP_SYS_NICE (or RLIMIT_NICE), so
+ * without it the worker stays where it is until it restarts.
  */
 static void
 apply_cpu_priority(void)
@@ -213,10 +212,9 @@ apply_cpu_priority(void)
 		return;
 	requested_cpu_priority = wanted;
 
-	if (!compat_set_cpu_priority(wanted == BGW_JIT_CPU_PRIORITY_IDLE,
-								 (wanted == BGW_JIT_CPU_PRIORITY_LOW) ?
-								 Max(base_nice, BGW_JIT_LOW_PRIORITY_NICE) :
-								 base_nice))
+	if (!compat_set_nice((wanted == BGW_JIT_CPU_PRIORITY_LOW) ?
+						 Max(base_nice, BGW_JIT_LOW_PRIORITY_NICE) :
+						 base_nice))
 	{
 		ereport(WARNING,
 				(errmsg("could not change the CPU priority of the bgw_jit worker to \"%s\": %m",

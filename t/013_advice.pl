@@ -317,18 +317,18 @@ $node->restart;
 $pid = wait_for_worker($node);
 
 # --- a starved worker: low CPU priority ---
-# (last: raising the priority again needs a restart).  Whether SCHED_IDLE
+# (last: raising the priority again needs a restart).  Whether nice 10
 # alone starves the worker depends on what else the machine runs, so the
 # starving is done with SIGSTOP (starve_until): the view sees a worker at
-# idle priority that falls behind.  (Its margin may climb to the bound
+# low priority that falls behind.  (Its margin may climb to the bound
 # meanwhile, which is a finding too.)
-configure("bgw_jit.cpu_priority = 'idle'");
+configure("bgw_jit.cpu_priority = 'low'");
 is($node->safe_psql('postgres', 'SELECT cpu_priority FROM bgw_jit_stats'),
-	'idle', 'the worker runs at idle priority');
+	'low', 'the worker runs at low priority');
 $load = start_load();
 ok(starve_until(q{EXISTS (SELECT FROM bgw_jit_advice
 						   WHERE setting = 'bgw_jit.cpu_priority')}),
-	'cpu_priority = idle, worker starved: a finding for bgw_jit.cpu_priority');
+	'cpu_priority = low, worker starved: a finding for bgw_jit.cpu_priority');
 stop_load($load);
 settle_stats($node);
 $r = advice_rows();
@@ -339,7 +339,7 @@ is_deeply([ grep { $_ ne 'bgw_jit.cpu_priority' && $_ ne 'bgw_jit.lru_multiplier
   or diag("bgw_jit_advice:\n" . advice());
 
 # Raising it back needs privileges a server normally lacks: the worker
-# keeps idle, and the advice says so (if the server may raise it, no
+# keeps low, and the advice says so (if the server may raise it, no
 # such notice).
 $node->safe_psql('postgres',
 	"ALTER SYSTEM SET bgw_jit.cpu_priority = 'normal'");
@@ -350,10 +350,10 @@ my $notice = $node->safe_psql('postgres', q{
 	SELECT current_value || '|' || suggested_value FROM bgw_jit_advice
 	 WHERE setting = 'bgw_jit.cpu_priority' AND severity = 'notice'});
 # (which of the two depends on the server's privileges: said in the name)
-if ($in_force eq 'idle')
+if ($in_force eq 'low')
 {
-	is($notice, 'idle|normal',
-		'a refused raise (no CAP_SYS_NICE): the notice shows idle in force, normal configured');
+	is($notice, 'low|normal',
+		'a refused raise (no CAP_SYS_NICE): the notice shows low in force, normal configured');
 }
 else
 {
