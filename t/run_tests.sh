@@ -113,10 +113,14 @@ echo "== pg_regress and TAP tests"
 # that a plain "make installcheck" uses; TAP_TESTS=1: the TAP tests after
 # it.  TEMP_CONFIG: appended to every test server's postgresql.conf (by the
 # Makefile for pg_regress, by PostgreSQL::Test::Cluster for TAP).
-# PROVE_FLAGS=--timer: each TAP file's time in the output.
+# PROVE_FLAGS=--timer: each TAP file's time in the output; -j: TAP files
+# run side by side (BGW_JIT_PROVE_JOBS, default 2: most of a file's time
+# is spent waiting for a server, a load or the worker, and each file has
+# clusters, ports and directories of its own).
+prove_jobs=${BGW_JIT_PROVE_JOBS:-2}
 as_server_user env TEMP_CONFIG="$BGW_JIT_STAGE_CONF" ${upgrade_env[@]+"${upgrade_env[@]}"} \
 	make -C "$work/test/src" PG_CONFIG="$PG_CONFIG" installcheck \
-	TEMP_INSTANCE=1 TAP_TESTS=1 PROVE_FLAGS=--timer \
+	TEMP_INSTANCE=1 TAP_TESTS=1 "PROVE_FLAGS=--timer -j$prove_jobs" \
 	${PROVE_TESTS:+PROVE_TESTS="$PROVE_TESTS"} || status=$?
 
 # PostgreSQL's own recovery tests 032-034 with bgw_jit preloaded, where
