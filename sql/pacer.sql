@@ -178,6 +178,8 @@ ALTER SYSTEM SET bgw_jit.max_write_rate = -1;
 ALTER SYSTEM SET bgw_jit.max_write_rate = 100001;
 ALTER SYSTEM SET bgw_jit.lru_maxpages = -2;
 ALTER SYSTEM SET bgw_jit.cpu_priority = 'realtime';
+-- SCHED_IDLE (up to 1.3): refused, with the reason
+ALTER SYSTEM SET bgw_jit.cpu_priority = 'idle';
 SELECT name, setting, vartype, enumvals
   FROM pg_settings
  WHERE name IN ('bgw_jit.lru_multiplier', 'bgw_jit.pacing',

@@ -33,7 +33,7 @@ my $reads_sql = q{
 	SELECT (SELECT sum(coalesce(heap_blks_read, 0) + coalesce(idx_blks_read, 0)
 					   + coalesce(toast_blks_read, 0) + coalesce(tidx_blks_read, 0))
 			FROM pg_statio_all_tables)
-		 + (SELECT sum(blks_read) FROM pg_statio_all_sequences)};
+		 + (SELECT coalesce(sum(blks_read), 0) FROM pg_statio_all_sequences)};
 my $counts_sql = qq{
 	SELECT ($reads_sql)::bigint AS reads,
 		   (SELECT buffers_alloc FROM pg_stat_bgwriter) AS buffers_alloc,
