@@ -1,6 +1,7 @@
 # What the docs promise at start-up and shutdown, and of
 # bgw_jit_bgwriter(timestamptz): a misspelt bgw_jit.* line in
-# postgresql.conf draws a WARNING at start-up and is ignored; the worker
+# postgresql.conf draws a WARNING at start-up and is ignored, and so does
+# cpu_priority = idle (accepted up to 1.3, refused since); the worker
 # warns at start-up (not only at a reload) when bgwriter_lru_maxpages > 0;
 # for the pg_stat_bgwriter period the worker has seen, the function gives
 # its writes (counted by the kernel, and from 16 by pg_stat_io), its
@@ -19,6 +20,7 @@ use BgwJitTest;
 my $scale = 5;
 my $node = new_bgw_jit_node('startup', <<'EOC');
 bgw_jit.delya = 50ms
+bgw_jit.cpu_priority = idle
 bgwriter_lru_maxpages = 100
 EOC
 $node->start;
@@ -40,6 +42,13 @@ is($node->safe_psql('postgres', 'SHOW bgw_jit.delay'),
 is( $node->safe_psql('postgres', q{
 		SELECT count(*) FROM pg_file_settings WHERE name = 'bgw_jit.delya'}),
 	'1', 'pg_file_settings shows the line');
+
+# --- cpu_priority = idle, refused since 1.3.1: a WARNING, then normal ---
+like($log,
+	qr/WARNING:  invalid value for parameter "bgw_jit\.cpu_priority": "idle"\n.*DETAIL:  Under SCHED_IDLE/,
+	'cpu_priority = idle in postgresql.conf draws a WARNING with the reason at start-up');
+is($node->safe_psql('postgres', 'SELECT cpu_priority FROM bgw_jit_stats'),
+	'normal', 'and the worker runs at normal priority');
 
 # --- the WARNING for bgwriter_lru_maxpages > 0, at start-up ---
 ok($log !~ /received SIGHUP/, 'no reload so far');
