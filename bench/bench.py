@@ -1161,13 +1161,16 @@ def cmd_report(args):
                  % (meta.get("scale"), meta.get("rounds"),
                     ", ".join(meta.get("step_configs", "").split())))
     if meta.get("workload"):
-        L.append("Workload: %s (%s); shared_buffers %s%s; warm-up %s s "
+        L.append("Workload: %s (%s); shared_buffers %s%s%s; warm-up %s s "
                  "before each run (`--warmup`)"
                  % (meta.get("workload"),
                     WORKLOADS.get(meta.get("workload"), "?"),
                     meta.get("shared_buffers"),
                     " in huge pages (`--huge-pages`)"
                     if meta.get("huge_pages") == "1" else "",
+                    "; data files written with direct I/O (`--direct-io`: "
+                    "debug_io_direct = data)"
+                    if meta.get("direct_io") == "1" else "",
                     meta.get("warmup")))
     L.append("")
     if problems:
