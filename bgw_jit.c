@@ -468,10 +468,8 @@ assign_lru_multiplier(const char *newval, void *extra)
  * SCHED_IDLE, offered up to 1.3, is refused: on saturated CPUs the worker
  * then runs so seldom that it holds what backends wait for (a buffer's
  * content lock while writing it, WALWriteLock when it flushes WAL itself)
- * for as long as the scheduler keeps it off the CPU.  Measured on 2 cores
- * saturated by 8 clients and two busy loops, it cost 13% of throughput
- * against normal priority, outside the A/A control's range; nice 10 did
- * not show a difference there.
+ * for as long as the scheduler keeps it off the CPU (doc/performance.md,
+ * "CPU priority").  Nice 10 still gets its share of the CPU.
  */
 static bool
 check_cpu_priority(int *newval, void **extra, GucSource source)

@@ -22,7 +22,7 @@
  * taken by the flusher; one XLogFlush() flushes all the WAL inserted so
  * far, so one request covers every page put off since the last.  While
  * no flusher runs (it starts with the cleaner, and restarts after an
- * error), the cleaner flushes for itself, as before.
+ * error), the cleaner flushes for itself, as core's writer does.
  *
  * Copyright (c) 2026, bgw_jit developers
  *

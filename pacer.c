@@ -238,9 +238,9 @@ pacer_plan(PacerState *state, const PacerParams *params,
 	 * rate or one lap per scan_whole_pool, whichever is higher: never
 	 * faster than the load needed it.  The demand is the rate the scans
 	 * wrote at, while the allocations last (it declines with them): not
-	 * the allocation rate alone, which counts clean victims too (measured
-	 * on a 1 GB pool: an idle pass at the allocation rate wrote 6 418
-	 * pages/s after a load whose cleaner peaked at 5 259).
+	 * the allocation rate alone, which counts clean victims too, so that
+	 * an idle pass at it writes faster than the cleaner had to under the
+	 * load.
 	 *
 	 * Paid for the time since the previous cycle began, at most one delay
 	 * (after hibernating), not for the sleep to come: sleeps double after

@@ -61,9 +61,8 @@
  * times the allocation rate (each allocation evicts at most one dirty
  * page), never below one lap of the pool per scan_whole_pool_seconds nor
  * PACER_MIN_WRITE_RATE pages a second.  Not the hand's speed: the hand
- * passes many buffers in use for each one it evicts (measured on an 8 GB
- * pool: 12 times as many), which would let the idle pass after a load
- * write far faster than the load needed.
+ * passes many buffers in use for each one it evicts, which would let the
+ * idle pass after a load write far faster than the load needed.
  */
 #define PACER_BUDGET_HEADROOM	2.0
 #define PACER_MIN_WRITE_RATE	1000.0

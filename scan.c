@@ -45,10 +45,10 @@
  * Give up the CPU (sched_yield) after every this much of a scan's CPU
  * time, to whatever is queued on the same CPU; with nothing queued the
  * call returns at once.  The worker sleeps most of the time, so when it
- * wakes the scheduler owes it CPU and lets it run a whole cycle (~2 ms at
- * 32 MB and 4 clients) ahead of the backends queued there, and the
- * transactions it lands on make the tail latency.  The interval was
- * chosen by measurement: doc/performance.md, "Tail latency".
+ * wakes the scheduler owes it CPU and lets it run a whole cycle ahead of
+ * the backends queued there, and the transactions it lands on make the
+ * tail latency.  The interval was chosen by measurement:
+ * doc/performance.md, "Tail latency".
  */
 #define SCAN_YIELD_US	100
 
