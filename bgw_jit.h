@@ -317,7 +317,6 @@ extern PGDLLEXPORT void bgw_jit_main(Datum main_arg);
 extern void bgw_jit_worker_init(void);
 extern void bgw_jit_error_cleanup(const char *what);
 extern void bgw_jit_error_pause(void);
-extern void bgw_jit_exit(void);
 
 /* flusher.c */
 extern PGDLLEXPORT void bgw_jit_flusher_main(Datum main_arg);

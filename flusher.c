@@ -174,5 +174,5 @@ bgw_jit_flusher_main(Datum main_arg)
 						 (timeout > 0 ? WL_TIMEOUT : 0),
 						 timeout, PG_WAIT_EXTENSION);
 	}
-	bgw_jit_exit();
+	proc_exit(1);				/* see bgw_jit_worker_init() */
 }

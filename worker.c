@@ -171,6 +171,13 @@ static void restart_pacer(void);
  * replaced by a request to leave at the next safe point; SIGINT ignored,
  * as there is no statement to cancel), ProcSignal membership (see
  * compat_join_procsignal()), then signals unblocked.
+ *
+ * After a SIGTERM both workers exit with code 1.  The sender cannot be
+ * told apart portably (the postmaster at a shutdown, an administrator's
+ * kill, systemd signalling the whole control group); the postmaster
+ * restarts the worker after bgw_restart_time unless the server is
+ * shutting down, when it starts no workers, and logs the exit code, as
+ * for 15's logical replication launcher.
  */
 void
 bgw_jit_worker_init(void)
@@ -496,21 +503,7 @@ bgw_jit_main(Datum main_arg)
 			restart_pacer();
 	}
 
-	bgw_jit_exit();
-}
-
-/*
- * Leave after a SIGTERM.  The sender cannot be told apart portably (the
- * postmaster at a shutdown, an administrator's kill, systemd signalling
- * the whole control group), so the exit code is 1 in every case: the
- * postmaster restarts the worker after bgw_restart_time unless the server
- * is shutting down, when it starts no workers.  It logs the exit code, as
- * for 15's logical replication launcher.
- */
-void
-bgw_jit_exit(void)
-{
-	proc_exit(1);
+	proc_exit(1);				/* see bgw_jit_worker_init() */
 }
 
 /* The controller's settings, from the GUCs. */
