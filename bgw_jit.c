@@ -30,6 +30,7 @@
 #include "compat.h"
 #include "estimator.h"
 #include "pacer.h"
+#include "scan.h"
 
 BGW_JIT_MODULE_MAGIC;
 
@@ -53,6 +54,7 @@ static char *bgw_jit_lru_multiplier_string = NULL;
 #ifdef BGW_JIT_FAULT_INJECTION
 int			bgw_jit_inject_error = BGW_JIT_INJECT_OFF;
 int			bgw_jit_error_log_interval = BGW_JIT_ERROR_LOG_INTERVAL_S;
+int			bgw_jit_slice_us = SCAN_SLICE_MS * 1000;
 #endif
 
 BgwJitShared *bgw_jit_shared = NULL;
@@ -304,6 +306,14 @@ define_settings(void)
 							BGW_JIT_ERROR_LOG_INTERVAL_S, 1, 3600,
 							PGC_SIGHUP,
 							GUC_NOT_IN_SAMPLE | GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("bgw_jit.slice_us",
+							"Test builds only: the cleaner's time slice, in microseconds of CPU.",
+							NULL,
+							&bgw_jit_slice_us,
+							SCAN_SLICE_MS * 1000, 10, 1000000,
+							PGC_SIGHUP,
+							GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
 #endif
 

@@ -252,9 +252,12 @@ extern int	bgw_jit_cpu_priority;
 #define BGW_JIT_INJECT_FLUSH	3	/* the WAL flusher, flushing */
 extern int	bgw_jit_inject_error;
 extern int	bgw_jit_error_log_interval;
+extern int	bgw_jit_slice_us;
 #define BGW_JIT_ERROR_LOG_INTERVAL	bgw_jit_error_log_interval
+#define BGW_JIT_SLICE_US			bgw_jit_slice_us
 #else
 #define BGW_JIT_ERROR_LOG_INTERVAL	BGW_JIT_ERROR_LOG_INTERVAL_S
+#define BGW_JIT_SLICE_US			(SCAN_SLICE_MS * 1000)
 #endif
 
 /* bgw_jit.c: shared state */

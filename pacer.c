@@ -244,8 +244,8 @@ pacer_plan(PacerState *state, const PacerParams *params,
 	 *
 	 * Paid for the time since the previous cycle began, at most one delay
 	 * (after hibernating), not for the sleep to come: sleeps double after
-	 * a load, and a sliced cycle's continuation comes 1 ms later, so paying
-	 * in advance wrote for periods longer than the ones that passed.
+	 * a load, so paying in advance wrote for periods longer than the ones
+	 * that passed.
 	 */
 	idle_rate = Max(lap_rate, Min(state->alloc_rate, state->written_rate));
 	plan->idle_pages = clamp_to_int(idle_rate *
@@ -279,13 +279,11 @@ pacer_charge(PacerState *state, const PacerParams *params, int written)
 }
 
 /*
- * The cycle ran out of time with work left and sleeps only 'sleep_ms',
- * less than planned: the next cycle judges its surprise against that.
+ * Pages the rate budget allows now: what a cycle's later slices may still
+ * write (they plan nothing).
  */
 int
-pacer_shorten_sleep(PacerState *state, int sleep_ms)
+pacer_budget_left(const PacerState *state)
 {
-	if (state->planned_ms > sleep_ms)
-		state->planned_ms = sleep_ms;
-	return (int) Max(state->planned_ms, 1);
+	return clamp_to_int(state->tokens);
 }

@@ -149,7 +149,7 @@ extern void pacer_plan(PacerState *state, const PacerParams *params,
 					   const PacerInput *in, PacerPlan *plan);
 extern void pacer_charge(PacerState *state, const PacerParams *params,
 						 int written);
-extern int	pacer_shorten_sleep(PacerState *state, int sleep_ms);
+extern int	pacer_budget_left(const PacerState *state);
 
 
 #endif							/* BGW_JIT_PACER_H */

@@ -85,6 +85,24 @@ static int	reusable_segment;	/* buffers per segment */
 static int64 reusable_hand_segment;
 static int64 reusable_ahead;
 
+/*
+ * The cycle under way, over its slices: what its start estimated and what
+ * its scans did so far, against which its later slices are capped.
+ */
+typedef struct ScanCycle
+{
+	JitEstimate est;			/* fixed pacing: the estimate at its start */
+	int			reusable;		/* reusable buffers believed ahead */
+	bool		moving;			/* the hand or the allocations moved */
+	int64		scanned;		/* by the LRU scan */
+	int64		found;			/* reusable buffers the LRU scan found */
+	int			written;		/* by the LRU scan */
+	int			all_scanned;	/* by the all-buffers scan */
+	int			all_written;
+} ScanCycle;
+
+static ScanCycle scan_cycle;
+
 static bool cleaner_valid = false;
 static int64 clean_position;	/* the frontier, in the hand's coordinate */
 static int	all_next_to_clean = 0;	/* the all-buffers scan's position */
@@ -151,14 +169,39 @@ scan_thread_cpu_us(void)
 	return (int64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
+/*
+ * Start a slice: a new cycle, or (continues) a later slice of the cycle
+ * whose last slice ran out of time.  A later slice takes no new estimate
+ * and shares the cycle's per-cycle caps; 'pages' is what the rate budget
+ * allows now.
+ */
 void
-scan_limit_start(ScanLimit *limit, int pages)
+scan_limit_start(ScanLimit *limit, int pages, bool continues)
 {
 	limit->start_cpu_us = scan_thread_cpu_us();
 	limit->yield_cpu_us = limit->start_cpu_us;
-	limit->slice_ms = SCAN_SLICE_MS;
+	limit->slice_ms = BGW_JIT_SLICE_US / 1000.0;
 	limit->pages = pages;
+	limit->continues = continues;
 	limit->out_of_time = false;
+	if (!continues)
+		memset(&scan_cycle, 0, sizeof(scan_cycle));
+}
+
+/*
+ * The cycle is over: its scan, over all its slices, is one sample of the
+ * density.
+ */
+void
+scan_end_cycle(void)
+{
+	JitParams	params;
+
+	params.smoothing_samples = bgw_jit_smoothing_samples;
+	jit_refine_density(&jit_state, &params, scan_cycle.scanned,
+					   scan_cycle.found);
+	scan_cycle.scanned = 0;
+	scan_cycle.found = 0;
 }
 
 /* Like core with lru_maxpages = 0: the next scan restarts at the hand. */
@@ -303,16 +346,17 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 	const PacerPlan *plan = req->plan;
 	JitParams	params;
 	JitEstimate est;
+	ScanCycle  *c = &scan_cycle;
 	bool		lap = (bgw_jit_strategy == BGW_JIT_STRATEGY_LAP);
 	bool		self_paced = (!lap && bgw_jit_pacing == BGW_JIT_PACING_AUTO &&
 							  bgw_jit_strategy == BGW_JIT_STRATEGY_JIT);
-	bool		moving = (req->strategy_delta != 0 || req->recent_alloc != 0);
 	int64		strategy_delta = req->strategy_delta;
 	int64		lead = clean_position - req->hand_position;
 	int			num_to_scan;
 	int			lead_scan = 0;
 	bool		reach_reusable = false;
-	int			budget_cap = Min(limit->pages, plan->write_budget);
+	int			budget_cap = Max(0, Min(limit->pages,
+										plan->write_budget - c->written));
 	int			write_cap = budget_cap;
 	int			reusable_buffers;
 	bool		check_slice = false;
@@ -339,29 +383,38 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 	cleaner_valid = true;
 	e->bufs_ahead = (int) lead;
 
-	params.multiplier = plan->margin;
-	params.smoothing_samples = bgw_jit_smoothing_samples;
-	params.delay_ms = bgw_jit_delay;
-	params.scan_whole_pool_seconds = bgw_jit_scan_whole_pool_seconds;
-	params.nbuffers = NBuffers;
-	jit_estimate(&jit_state, &params, req->recent_alloc, strategy_delta,
-				 e->bufs_ahead, &est);
+	/* one estimate a cycle: its later slices are no new sample */
+	if (!limit->continues)
+	{
+		params.multiplier = plan->margin;
+		params.smoothing_samples = bgw_jit_smoothing_samples;
+		params.delay_ms = bgw_jit_delay;
+		params.scan_whole_pool_seconds = bgw_jit_scan_whole_pool_seconds;
+		params.nbuffers = NBuffers;
+		jit_estimate(&jit_state, &params, req->recent_alloc, strategy_delta,
+					 e->bufs_ahead, &c->est);
+		c->reusable = c->est.reusable_buffers_est;
+		c->moving = (req->strategy_delta != 0 || req->recent_alloc != 0);
+	}
+	est = c->est;
 	e->upcoming_alloc_est = est.upcoming_alloc_est;
 
 	num_to_scan = NBuffers - e->bufs_ahead;
 	if (lap)
 		num_to_scan = Min(num_to_scan,
-						  (int) ceil(NBuffers * bgw_jit_lru_percent / 100.0));
-	else if (self_paced && moving)
+						  (int) ceil(NBuffers * bgw_jit_lru_percent / 100.0) -
+						  (int) c->scanned);
+	else if (self_paced && c->moving)
 	{
 		/* to the lead, then on while too few reusable buffers lie ahead */
 		lead_scan = Min(num_to_scan,
-						Max(plan->lead_target - e->bufs_ahead, plan->min_scan));
+						Max(plan->lead_target - e->bufs_ahead,
+							plan->min_scan - (int) c->scanned));
 		reach_reusable = true;
 	}
 	else if (self_paced)
-		write_cap = Min(write_cap, plan->idle_pages);
-	reusable_buffers = est.reusable_buffers_est;
+		write_cap = Min(write_cap, plan->idle_pages - c->written);
+	reusable_buffers = c->reusable;
 
 	reusable_buffers += retry_deferred(req->hand_position, write_cap, e);
 
@@ -424,8 +477,11 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 	}
 	limit->pages -= e->written;
 
-	e->reusable_found = reusable_buffers - est.reusable_buffers_est;
-	jit_refine_density(&jit_state, &params, e->scanned, e->reusable_found);
+	e->reusable_found = reusable_buffers - c->reusable;
+	c->reusable = reusable_buffers;
+	c->scanned += e->scanned;
+	c->found += e->reusable_found;
+	c->written += e->written;
 }
 
 /*
@@ -437,9 +493,11 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 void
 scan_all(ScanLimit *limit, BgwJitCycle *e)
 {
+	ScanCycle  *c = &scan_cycle;
 	int			num_to_scan = (int) Min(ceil(NBuffers * bgw_jit_all_percent / 100.0),
-										NBuffers);
-	int			write_cap = Min(bgw_jit_all_maxpages, limit->pages);
+										NBuffers) - c->all_scanned;
+	int			write_cap = Min(bgw_jit_all_maxpages - c->all_written,
+								limit->pages);
 	int			scanned = 0;
 	bool		check_slice = true;
 
@@ -474,4 +532,6 @@ scan_all(ScanLimit *limit, BgwJitCycle *e)
 		}
 	}
 	limit->pages -= e->all_written;
+	c->all_scanned += scanned;
+	c->all_written += e->all_written;
 }

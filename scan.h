@@ -18,14 +18,16 @@
 #include "pacer.h"
 
 /*
- * No cycle works longer than this, in CPU time: the worker comes back to
- * its latch, its settings and its pacing decision within a few
- * milliseconds whatever the pool size, and what is left is done after a
- * sleep of SCAN_SLICE_SLEEP_MS.  A page write costs 5-10 us of CPU here
- * (bench/results), so a slice holds several hundred writes: more than a
- * cycle needs under load on this machine, while an idle pass over a large
- * pool is cut into many.  CPU time, not wall time, so that a worker the
- * scheduler preempts does not also give up its work.
+ * No slice of a cycle works longer than this, in CPU time: the worker
+ * comes back to its latch and its interrupts within a few milliseconds
+ * whatever the pool size, and the cycle goes on in another slice after a
+ * sleep of SCAN_SLICE_SLEEP_MS.  A later slice continues its cycle: the
+ * same estimate, plan and caps, not a new sample (scan_limit_start()).  A
+ * buffered page write costs microseconds of CPU, so a slice holds
+ * hundreds of writes, while an idle pass over a large pool is cut into
+ * many.  CPU time, not wall time, so that a worker the scheduler preempts
+ * does not also give up its work.  Test builds can shorten it
+ * (bgw_jit.slice_us).
  */
 #define SCAN_SLICE_MS		5.0
 #define SCAN_SLICE_SLEEP_MS	1
@@ -37,6 +39,7 @@ typedef struct ScanLimit
 	int64		yield_cpu_us;	/* its CPU time when it last yielded */
 	double		slice_ms;
 	int			pages;			/* writes the rate still allows */
+	bool		continues;		/* a later slice of the cycle */
 	bool		out_of_time;	/* the slice ended with work left */
 } ScanLimit;
 
@@ -52,7 +55,8 @@ typedef struct ScanRequest
 extern int64 scan_thread_cpu_us(void);
 extern void scan_init(int *flush_after);
 extern void scan_reset_writeback(int *flush_after);
-extern void scan_limit_start(ScanLimit *limit, int pages);
+extern void scan_limit_start(ScanLimit *limit, int pages, bool continues);
+extern void scan_end_cycle(void);
 extern void scan_forget_frontier(void);
 extern void scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e);
 extern void scan_all(ScanLimit *limit, BgwJitCycle *e);

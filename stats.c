@@ -26,7 +26,6 @@
 #include "compat.h"
 #include "estimator.h"
 #include "pacer.h"
-#include "scan.h"
 
 /*
  * The SQL definitions of each extension version call their own C symbols,
@@ -777,7 +776,6 @@ bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
 	int64	   *backend = NULL;
 	bool	   *woken;
 	bool	   *restarted = NULL;
-	bool	   *sliced = NULL;
 	char	   *text;
 
 	elapsed = replay_array_arg(fcinfo, names, PACER_ARG_ELAPSED, true,
@@ -801,8 +799,9 @@ bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
 								   PG_INT64_MAX, &ncycles);
 		restarted = replay_bool_array_arg(fcinfo, names, PACER_ARG_RESTARTED,
 										  ncycles);
-		sliced = replay_bool_array_arg(fcinfo, names, PACER_ARG_SLICED,
-									   ncycles);
+		/* checked, no longer used: a cycle's slices share its plan */
+		(void) replay_bool_array_arg(fcinfo, names, PACER_ARG_SLICED,
+									 ncycles);
 	}
 
 	text = replay_text_arg(fcinfo, names, PACER_ARG_MULTIPLIER);
@@ -888,8 +887,6 @@ bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
 		in.backend_known = (backend != NULL);
 		in.backend_writes = backend ? (uint64) backend[i] : 0;
 		pacer_plan(&state, &params, &in, &plan);
-		if (sliced && sliced[i])
-			plan.sleep_ms = pacer_shorten_sleep(&state, SCAN_SLICE_SLEEP_MS);
 		if (written)
 			pacer_charge(&state, &params, (int) written[i]);
 

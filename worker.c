@@ -97,6 +97,7 @@ typedef struct CycleResult
 	uint64		backend_writes; /* others' writes as read at the start */
 	TimestampTz backend_read_at;	/* when they were read */
 	int64		cpu_start_us;
+	bool		continues;		/* a later slice of the cycle before */
 } CycleResult;
 
 /*
@@ -105,6 +106,19 @@ typedef struct CycleResult
  */
 static CycleResult cycle;
 static bool cycle_running = false;
+
+/*
+ * A cycle whose slice ran out of time is continued by the next run, which
+ * takes no new sample (the hand's movement, the allocations and the
+ * elapsed time carry over to the next cycle), plans nothing and adds its
+ * figures to the cycle's; cycle_head is the cycle's entry as planned.
+ */
+static bool cycle_open = false;
+static PacerPlan cycle_plan;
+static BgwJitCycle cycle_head;
+static int64 cycle_hand_position;	/* the hand when the cycle began */
+static int	cycle_evicted = 0;	/* judgements of the cycle's slices */
+static int	cycle_redirtied = 0;
 
 /* State carried between cycles, private to the worker. */
 static bool hand_valid = false;
@@ -128,8 +142,6 @@ static bool idle_valid = false; /* idle_since is set */
 static instr_time idle_since;	/* first of the current idle cycles */
 static bool was_hibernating = false;
 static bool timed_out = true;	/* the last sleep ended by its timeout */
-static int	prev_evicted = 0;	/* judgements of the previous cycle */
-static int	prev_redirtied = 0;
 static bool pacer_restarted = false;	/* since the last cycle */
 
 /*
@@ -158,6 +170,7 @@ static void pacer_params(PacerParams *params);
 static void run_cycle(void);
 static void finish_cycle(bool idle);
 static void publish_cycle(CycleResult *result, uint64 backend_writes);
+static void merge_slice(BgwJitCycle *row, const BgwJitCycle *e);
 static uint64 fold_bgwriter_share(BgwJitShared *s, CycleResult *result,
 								uint64 backend_writes);
 static void fold_cycle(BgwJitShared *s, CycleResult *result,
@@ -351,6 +364,7 @@ recover_from_error(MemoryContext cycle_context)
 
 	if (cycle_running)
 		finish_cycle(false);
+	cycle_open = false;
 
 	/* a write error is likely to repeat: not as fast as we can */
 	bgw_jit_error_pause();
@@ -447,6 +461,8 @@ bgw_jit_main(Datum main_arg)
 			ProcessConfigFile(PGC_SIGHUP);
 			warn_if_builtin_cleaner();
 			apply_cpu_priority();
+			/* new settings, new plan */
+			cycle_open = false;
 		}
 
 		/* Don't keep files of dropped relations open across checkpoints. */
@@ -499,7 +515,7 @@ bgw_jit_main(Datum main_arg)
 		 * a hibernating sleep, judge no surprise against the planned one.
 		 */
 		timed_out = (rc & WL_TIMEOUT) != 0;
-		if (!timed_out || cycle.hibernate)
+		if ((!timed_out && !cycle_open) || cycle.hibernate)
 			restart_pacer();
 	}
 
@@ -522,9 +538,11 @@ pacer_params(PacerParams *params)
 }
 
 /*
- * One cycle: read the clock hand and the allocations, let the controller
- * plan, clean ahead of the hand if enabled, publish the outcome.  Works
- * on the file-level 'cycle'.
+ * One run: a new cycle, which reads the clock hand and the allocations,
+ * lets the controller plan and cleans ahead of the hand if enabled; or a
+ * later slice of the cycle whose slice ran out of time, which cleans on
+ * with that cycle's estimate and plan.  Publishes the outcome.  Works on
+ * the file-level 'cycle'.
  */
 static void
 run_cycle(void)
@@ -535,22 +553,24 @@ run_cycle(void)
 	int			strategy_buf_id;
 	uint32		strategy_passes;
 	int64		strategy_delta = 0;
-	uint32		recent_alloc;
+	uint32		recent_alloc = 0;
 	PacerParams params;
 	PacerInput	in;
 	PacerPlan	plan;
 	ScanLimit	limit;
 	bool		idle;
 	bool		lru_scan;		/* the LRU scan runs this cycle */
+	bool		continues = cycle_open;
 
 	memset(result, 0, sizeof(*result));
 	result->cpu_start_us = scan_thread_cpu_us();
+	cycle_open = false;
 
 	/*
 	 * A reset since the marks were last cleared: they judge writes of the
-	 * period that was reset, forget them.  Read the generation before the
-	 * cycle's start time, so that every cycle counted after a reset began
-	 * after stats_reset.
+	 * period that was reset, forget them, and begin a new cycle.  Read the
+	 * generation before the cycle's start time, so that every cycle
+	 * counted after a reset began after stats_reset.
 	 */
 	LWLockAcquire(bgw_jit_shared->lock, LW_SHARED);
 	result->generation = bgw_jit_shared->reset_generation;
@@ -558,39 +578,27 @@ run_cycle(void)
 		(bgw_jit_shared->marks_generation != result->generation);
 	LWLockRelease(bgw_jit_shared->lock);
 	if (result->cleared_marks)
+	{
 		cleaner_clear_marks();
-
-	/* the wall clock for the views, the monotonic one for the interval */
-	e->at = GetCurrentTimestamp();
-	INSTR_TIME_SET_CURRENT(start);
-	e->elapsed_us = prev_cycle_valid ?
-		(int64) (ms_since(prev_cycle_start) * 1000.0) : 0;
-	prev_cycle_start = start;
-	prev_cycle_valid = true;
-	e->woken = !timed_out;
-	e->restarted = pacer_restarted;
-	pacer_restarted = false;
+		continues = false;
+	}
 
 	/* Read the hand only: passing an alloc pointer would reset the counter. */
 	strategy_buf_id = StrategySyncStart(&strategy_passes, NULL);
 	if (hand_valid)
-	{
-		int32		passes_delta = strategy_passes - prev_strategy_passes;
-
-		strategy_delta = strategy_buf_id - prev_strategy_buf_id;
-		strategy_delta += (int64) passes_delta * NBuffers;
-		hand_position += strategy_delta;
-	}
+		hand_position += (strategy_buf_id - prev_strategy_buf_id) +
+			(int64) (int32) (strategy_passes - prev_strategy_passes) * NBuffers;
 	else
 		hand_position = (int64) strategy_passes * NBuffers + strategy_buf_id;
 	prev_strategy_buf_id = strategy_buf_id;
 	prev_strategy_passes = strategy_passes;
-	hand_valid = true;
 
-	recent_alloc = alloc_tracker_step(&alloc_tracker,
-									  compat_shared_buf_alloc(),
-									  (uint64) hand_position,
-									  &e->alloc_reported);
+	/* a load arriving under an idle cycle's plan needs a plan of its own */
+	if (continues && cycle_head.strategy_delta == 0 &&
+		cycle_head.recent_alloc == 0 && hand_position != cycle_hand_position)
+		continues = false;
+	result->continues = continues;
+
 	/*
 	 * pg_stat_bgwriter's period, read before buffers_backend and before any
 	 * write: what the cycle reads and writes is of this period or later.
@@ -599,38 +607,81 @@ run_cycle(void)
 	/* the first reading after a reset is the new baseline */
 	result->backend_writes = compat_backend_writes(result->cleared_marks,
 												   &result->backend_read_at);
-
 	result->strategy_buf_id = strategy_buf_id;
-	e->strategy = bgw_jit_strategy;
-	e->recent_alloc = recent_alloc;
-	e->strategy_delta = strategy_delta;
-
-	pacer_params(&params);
-	in.elapsed_us = e->elapsed_us;
-	in.hand_moved = strategy_delta;
-	in.evicted = prev_evicted;
-	in.redirtied = prev_redirtied;
-	/* the LRU scan, if it runs, finds the same overrun */
 	lru_scan = (bgw_jit_enabled && bgw_jit_lru_maxpages != 0);
-	in.overrun = lru_scan ? scan_overrun(hand_position) : 0;
-	in.alloc = recent_alloc;
-	in.backend_known = COMPAT_BACKEND_WRITES_ARE_EVICTIONS;
-	in.backend_writes = result->backend_writes;
-	pacer_plan(&pacer_state, &params, &in, &plan);
-	e->surprise = plan.surprise;
-	e->misses = plan.misses;
-	e->write_rate = plan.write_rate;
-	e->backend_writes = in.backend_known ? (int64) in.backend_writes : -1;
-	e->margin = plan.margin;
-	e->hand_rate = pacer_state.hand_rate;
-	e->lead_target = plan.lead_target;
-	e->sleep_ms = plan.sleep_ms;
+	pacer_params(&params);
 
-	/* from here on an ERROR still publishes the cycle */
-	cycle_running = true;
+	if (continues)
+	{
+		/* the cycle's entry as planned, for this slice's figures */
+		*e = cycle_head;
+		e->elapsed_us = 0;
+		e->strategy_delta = 0;
+		e->recent_alloc = 0;
+		e->alloc_reported = 0;
+		e->woken = false;
+		e->restarted = false;
+		plan = cycle_plan;
+		e->sleep_ms = plan.sleep_ms;
+		cycle_running = true;
+		idle = false;
+		scan_limit_start(&limit, pacer_budget_left(&pacer_state), true);
+	}
+	else
+	{
+		/* the wall clock for the views, the monotonic one for the interval */
+		e->at = GetCurrentTimestamp();
+		INSTR_TIME_SET_CURRENT(start);
+		e->elapsed_us = prev_cycle_valid ?
+			(int64) (ms_since(prev_cycle_start) * 1000.0) : 0;
+		prev_cycle_start = start;
+		prev_cycle_valid = true;
+		e->woken = !timed_out;
+		e->restarted = pacer_restarted;
+		pacer_restarted = false;
 
-	idle = (recent_alloc == 0 && strategy_delta == 0);
-	scan_limit_start(&limit, plan.rate_pages);
+		if (hand_valid)
+			strategy_delta = hand_position - cycle_hand_position;
+		cycle_hand_position = hand_position;
+		hand_valid = true;
+
+		recent_alloc = alloc_tracker_step(&alloc_tracker,
+										  compat_shared_buf_alloc(),
+										  (uint64) hand_position,
+										  &e->alloc_reported);
+		e->strategy = bgw_jit_strategy;
+		e->recent_alloc = recent_alloc;
+		e->strategy_delta = strategy_delta;
+
+		in.elapsed_us = e->elapsed_us;
+		in.hand_moved = strategy_delta;
+		in.evicted = cycle_evicted;
+		in.redirtied = cycle_redirtied;
+		/* the LRU scan, if it runs, finds the same overrun */
+		in.overrun = lru_scan ? scan_overrun(hand_position) : 0;
+		in.alloc = recent_alloc;
+		in.backend_known = COMPAT_BACKEND_WRITES_ARE_EVICTIONS;
+		in.backend_writes = result->backend_writes;
+		pacer_plan(&pacer_state, &params, &in, &plan);
+		cycle_evicted = 0;
+		cycle_redirtied = 0;
+		e->surprise = plan.surprise;
+		e->misses = plan.misses;
+		e->write_rate = plan.write_rate;
+		e->backend_writes = in.backend_known ? (int64) in.backend_writes : -1;
+		e->margin = plan.margin;
+		e->hand_rate = pacer_state.hand_rate;
+		e->lead_target = plan.lead_target;
+		e->sleep_ms = plan.sleep_ms;
+		cycle_plan = plan;
+		cycle_head = *e;
+
+		/* from here on an ERROR still publishes the cycle */
+		cycle_running = true;
+		idle = (recent_alloc == 0 && strategy_delta == 0);
+		scan_limit_start(&limit, plan.rate_pages, false);
+	}
+
 	if (lru_scan)
 	{
 		ScanRequest req;
@@ -654,12 +705,12 @@ run_cycle(void)
 		scan_all(&limit, e);
 	}
 
-	/* the slice ended with work left: go on after a short sleep */
+	/* the slice ended with work left: the cycle goes on after a short sleep */
 	if (limit.out_of_time)
 	{
 		e->sliced = true;
 		idle = false;
-		e->sleep_ms = pacer_shorten_sleep(&pacer_state, SCAN_SLICE_SLEEP_MS);
+		e->sleep_ms = SCAN_SLICE_SLEEP_MS;
 	}
 
 	finish_cycle(idle);
@@ -690,8 +741,13 @@ finish_cycle(bool idle)
 
 	pacer_params(&params);
 	pacer_charge(&pacer_state, &params, e->written + e->all_written);
-	prev_evicted = e->evicted;
-	prev_redirtied = e->redirtied;
+	cycle_evicted += e->evicted;
+	cycle_redirtied += e->redirtied;
+
+	/* the cycle goes on in another slice, or it is over */
+	cycle_open = e->sliced;
+	if (!cycle_open)
+		scan_end_cycle();
 
 	e->smoothed_alloc = scan_jit_state()->smoothed_alloc;
 	e->smoothed_density = scan_jit_state()->smoothed_density;
@@ -834,7 +890,8 @@ fold_cycle(BgwJitShared *s, CycleResult *result, uint64 backend_writes,
 	if (!result->cleaned)
 		return;
 
-	s->counters.cycles++;
+	if (!result->continues)
+		s->counters.cycles++;
 	s->counters.buf_clean += e->written;
 	s->counters.buf_all_clean += e->all_written;
 	s->counters.buf_combined += e->combined;
@@ -849,10 +906,44 @@ fold_cycle(BgwJitShared *s, CycleResult *result, uint64 backend_writes,
 
 	if (s->history_size > 0)
 	{
+		BgwJitCycle *last = (s->history_count > 0) ?
+			&s->history[(s->history_count - 1) % s->history_size] : NULL;
+
 		e->cycle = s->counters.cycles;
-		s->history[s->history_count % s->history_size] = *e;
-		s->history_count++;
+		if (result->continues && last && last->cycle == e->cycle)
+			merge_slice(last, e);
+		else
+		{
+			s->history[s->history_count % s->history_size] = *e;
+			s->history_count++;
+		}
 	}
+}
+
+/*
+ * Add a later slice of a cycle to the cycle's history row: one row a
+ * cycle, as one estimate and one plan.  'sleep_ms' becomes the sleep after
+ * the slice (1 ms while the cycle goes on), and 'sliced' says that the
+ * cycle took more than one slice.
+ */
+static void
+merge_slice(BgwJitCycle *row, const BgwJitCycle *e)
+{
+	row->scanned += e->scanned;
+	row->written += e->written;
+	row->all_written += e->all_written;
+	row->combined += e->combined;
+	row->reusable_found += e->reusable_found;
+	row->evicted += e->evicted;
+	row->redirtied += e->redirtied;
+	row->wal_deferred += e->wal_deferred;
+	row->overrun += e->overrun;
+	row->lapped |= e->lapped;
+	row->hit_maxpages |= e->hit_maxpages;
+	row->sliced = true;
+	row->sleep_ms = e->sleep_ms;
+	row->cpu_us += e->cpu_us;
+	row->smoothed_density = e->smoothed_density;
 }
 
 

@@ -171,7 +171,8 @@ SELECT count(*) FROM pg_proc p JOIN pg_depend d ON d.objid = p.oid
 SELECT name, setting, unit, context, min_val, max_val
   FROM pg_settings
  WHERE name LIKE 'bgw\_jit.%'
-   AND name NOT IN ('bgw_jit.inject_error', 'bgw_jit.error_log_interval') -- test builds
+   AND name NOT IN ('bgw_jit.inject_error', 'bgw_jit.error_log_interval',
+                    'bgw_jit.slice_us') -- test builds
  ORDER BY name;
 ALTER SYSTEM SET bgw_jit.delay = 9;
 ALTER SYSTEM SET bgw_jit.delay = 10001;

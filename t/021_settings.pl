@@ -10,6 +10,7 @@ use strict;
 use warnings;
 
 use POSIX ();
+use Time::HiRes qw(time);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -191,6 +192,12 @@ is($pacer_differ, 0,
 # the fixed one plans exactly delay after every cycle and, but for sleeps
 # a reload cut short, its cycles come no closer than that (a tenth of
 # slack for clock granularity); the median interval is at least delay.
+#
+# A cycle's time slices are one cycle: with a 10 us slice (test builds)
+# every cycle that writes 16 pages goes on in further slices, 1 ms apart.
+# Were each slice a cycle, as in 1.3.0, rows would come 1 ms apart, the
+# estimator would sample each, and lru_maxpages would cap each slice, not
+# the cycle: the kernel would see far more than 40 pages per 100 ms.
 set_conf($node, 'bgw_jit.smoothing_samples = 16', "bgw_jit.lru_multiplier = 'auto'",
 	'bgw_jit.delay = 100ms');
 $from = $node->safe_psql('postgres',
@@ -201,29 +208,48 @@ my $auto = query_hash($node, qq{
 	FROM bgw_jit_history WHERE cycle > $from AND strategy_delta > 0});
 cmp_ok($auto->{shorter}, '>', 0,
 	"control: self-paced, $auto->{shorter} of $auto->{cycles} busy cycles planned less than 100 ms");
-set_conf($node, 'bgw_jit.pacing = fixed');
+set_conf($node, 'bgw_jit.pacing = fixed', 'bgw_jit.slice_us = 10',
+	'bgw_jit.lru_maxpages = 40');
+my $fixed_io0 = proc_io($pid);
+my $fixed_cycles0 = $node->safe_psql('postgres', 'SELECT cycles FROM bgw_jit_stats');
+my $fixed_t0 = time;
 update_load($node, clients => 2, seconds => 3, scale => $scale);
-my $fixed = query_hash($node, q{
+my $fixed_span = time - $fixed_t0;
+my $fixed_io1 = proc_io($pid);
+my $fixed = query_hash($node, qq{
 	WITH c AS (SELECT * FROM bgw_jit_history
-			   WHERE at >= (SELECT conf_load_time FROM bgw_jit_stats))
+			   WHERE at >= (SELECT conf_load_time FROM bgw_jit_stats)),
+	done AS (SELECT * FROM c
+			 WHERE cycle > (SELECT min(cycle) FROM c)
+			   AND cycle < (SELECT max(cycle) FROM c))
 	SELECT count(*) AS cycles,
-		   count(*) FILTER (WHERE sleep_ms <> 100 AND NOT sliced) AS other_sleep,
-		   count(*) FILTER (WHERE sliced AND sleep_ms <> 1) AS sliced_other,
+		   count(*) FILTER (WHERE sleep_ms <> 100) AS other_sleep,
+		   count(*) FILTER (WHERE sliced) AS sliced,
 		   count(*) FILTER (WHERE strategy_delta > 0) AS busy,
-		   count(*) FILTER (WHERE NOT woken AND elapsed_us < 90000
-							  AND NOT prev_sliced) AS early,
-		   percentile_disc(0.5) WITHIN GROUP (ORDER BY elapsed_us) AS median_us
-	FROM (SELECT *, coalesce(lag(sliced) OVER (ORDER BY cycle), false)
-					 AS prev_sliced FROM c) c
-	WHERE cycle > (SELECT min(cycle) FROM bgw_jit_history
-				   WHERE at >= (SELECT conf_load_time FROM bgw_jit_stats))});
+		   count(*) FILTER (WHERE NOT woken AND elapsed_us < 90000) AS early,
+		   max(written) AS most, min(written) FILTER (WHERE sliced) AS least_sliced,
+		   percentile_disc(0.5) WITHIN GROUP (ORDER BY elapsed_us) AS median_us,
+		   (SELECT cycles FROM bgw_jit_stats) - $fixed_cycles0 AS counted
+	FROM done});
 cmp_ok($fixed->{busy}, '>', 10, "fixed pacing: $fixed->{busy} busy cycles of $fixed->{cycles}");
+cmp_ok($fixed->{sliced}, '>', 0,
+	"$fixed->{sliced} of them went on in further 10 us slices");
 is($fixed->{other_sleep}, 0,
-	'every one planned a sleep of exactly delay (100 ms), but for a cycle its time slice cut short');
-is($fixed->{sliced_other}, 0, 'which went on after 1 ms');
-is($fixed->{early}, 0, 'none came sooner than that (unless woken or after such a cycle)');
+	'every one planned a sleep of exactly delay (100 ms), the sliced ones too');
+is($fixed->{early}, 0, 'none came sooner than that, unless woken');
 cmp_ok($fixed->{median_us}, '>=', 100_000,
 	"the median interval is at least delay ($fixed->{median_us} us)");
+cmp_ok($fixed->{counted}, '<=', $fixed_span / 0.1 + 5,
+	sprintf('cycles counts cycles, not slices: %d in %.1f s', $fixed->{counted}, $fixed_span));
+cmp_ok($fixed->{most}, '<=', 40,
+	"lru_maxpages caps a cycle over its slices (at most $fixed->{most})");
+my $fixed_pages = ($fixed_io1->{wchar} - $fixed_io0->{wchar}) / 8192;
+my $fixed_calls = $fixed_io1->{syscw} - $fixed_io0->{syscw};
+$fixed_pages = $fixed_calls if $fixed_calls < $fixed_pages;
+cmp_ok($fixed_pages, '<=', 1.25 * 40 * ($fixed_span / 0.1 + 2),
+	sprintf('and the kernel saw %.0f pages written in %.1f s: at most 40 per 100 ms',
+		$fixed_pages, $fixed_span));
+set_conf($node, 'bgw_jit.slice_us = 5000', 'bgw_jit.lru_maxpages = 1000');
 
 # --- lru_maxpages = 0 stops the worker's writes ---
 # Counted by the kernel: the worker's wchar (every byte it writes, the

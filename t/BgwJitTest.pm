@@ -562,7 +562,8 @@ sub replay_core_estimator
 	  : '(SELECT array_agg(margin ORDER BY n) FROM rest)';
 	my $out = $node->safe_psql(
 		'postgres', $function . qq{
-		WITH h AS ($opt{cycles}),
+		WITH h AS (SELECT * FROM ($opt{cycles}) x
+					WHERE NOT (sliced AND sleep_ms = 1)),
 			 first AS (SELECT * FROM h ORDER BY cycle LIMIT 1),
 			 rest AS (SELECT row_number() OVER (ORDER BY cycle) AS n, h.*
 						FROM h WHERE cycle > (SELECT cycle FROM first)),
@@ -607,7 +608,8 @@ sub replay_estimator_matches
 	my ($node, %opt) = @_;
 	return split /\|/, $node->safe_psql(
 		'postgres', qq{
-		WITH h AS ($opt{cycles}),
+		WITH h AS (SELECT * FROM ($opt{cycles}) x
+					WHERE NOT (sliced AND sleep_ms = 1)),
 			 first AS (SELECT * FROM h ORDER BY cycle LIMIT 1),
 			 rest AS (SELECT row_number() OVER (ORDER BY cycle) AS n, h.*
 						FROM h WHERE cycle > (SELECT cycle FROM first)),
@@ -637,10 +639,9 @@ push @EXPORT, qw(replay_estimator_matches);
 # controller judges their increase over the allocations since the last
 # change, so a replay can start only where that sum is zero; NULL
 # backend_writes, on 15, means the server does not count dirty
-# evictions), and not one its slice cut short whose lead was at its cap
-# (3/4 of the pool): its sleep is not its plan's, so the replay cannot
-# tell whether the lead was saturated, which decides whether misses raise
-# the margin.  $from undef: the worker's own start (the state
+# evictions), and not a cycle still going on in further time slices
+# (sliced, sleeping 1 ms): its sleep is not yet its plan's.  The replay
+# leaves such a last cycle out too.  $from undef: the worker's own start (the state
 # pacer_init() gives, bgw_jit_replay_pacer()'s defaults), for a history
 # that holds every cycle since; the backends need not have written.
 sub replay_start_sql
@@ -648,8 +649,7 @@ sub replay_start_sql
 	my ($from) = @_;
 	my $first = defined $from
 	  ? qq{SELECT * FROM h WHERE cycle > $from
-				 AND (NOT sliced OR lead_target < 0.75 * (SELECT setting::int FROM pg_settings
-													  WHERE name = 'shared_buffers'))
+				 AND NOT (sliced AND sleep_ms = 1)
 				 AND (backend_writes IS NULL OR backend_writes <> prev_bw)
 			   ORDER BY cycle LIMIT 1}
 	  : q{SELECT 0 AS cycle, 0::float8 AS hand_rate, 1.5::float8 AS margin,
@@ -710,7 +710,8 @@ sub replay_pacer_mismatches
 					   h.cycle, r.sleep_ms, h.sleep_ms, r.lead_target, h.lead_target,
 					   r.margin, h.margin, r.hand_rate, h.hand_rate,
 					   r.misses, h.misses) AS what
-		  FROM r JOIN h ON h.cycle = r.cycle + (SELECT cycle FROM first))
+		  FROM r JOIN h ON h.cycle = r.cycle + (SELECT cycle FROM first)
+		  WHERE NOT (h.sliced AND h.sleep_ms = 1))
 	SELECT count(*) || ' ' || count(*) FILTER (WHERE differs) || ' ' ||
 		   coalesce((SELECT what FROM cmp WHERE differs ORDER BY cycle LIMIT 1), '')
 	  FROM cmp});
