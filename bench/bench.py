@@ -538,6 +538,9 @@ RESULT_COLS = [
     "checkpointer_syscw", "total_writes_indep", "writes_per_xact_indep",
     "cleaner_pct_indep", "cleaner_pct_indep_evict",
     "tps_vs_nobgw", "p99_vs_nobgw", "wpx_vs_nobgw",
+    # --io-waits: what the backends waited for (waits.csv, pg_stat_io)
+    "backend_dfw_share", "waits_samples_per_s", "backend_write_s",
+    "dfw_vs_nobgw", "write_s_vs_nobgw",
     "cleaner_cpu_pct", "cleaner_wakeups_per_s", "cleaner_vcsw_per_s",
     "cleaner_nvcsw_per_s", "cleaner_runq_wait_ms_per_s",
     "cleaner_cpu_us_per_page", "cleaner_vmrss_kb",
@@ -631,12 +634,39 @@ def pgss_figures(rawdir):
         out["cleaner_own_quiet"] = own
         out["cleaner_wchar_quiet_pages"] = sum(w1 - w0 for w0, w1 in ws) / PAGE
         out["cleaner_wchar_minus_own"] = out["cleaner_wchar_quiet_pages"] - own
+    wt0, wt1 = num(a.get("backend_write_ms")), num(b.get("backend_write_ms"))
+    if None not in (wt0, wt1):
+        out["backend_write_s"] = (wt1 - wt0) / 1000.0
     out["unused_buffers_at_start"] = num(a.get("unused_buffers"))
     out["pgss_dealloc"] = num(b.get("pgss_dealloc"))
     if out["pgss_dealloc"]:
         problems.append("pg_stat_statements evicted %d entries: their "
                         "writes are lost" % out["pgss_dealloc"])
     return out, problems
+
+
+def waits_figures(rawdir):
+    """--io-waits: from waits.csv (t, backends in DataFileWrite, active
+    client backends, 50 times a second), the share of the active
+    backends' samples spent in IO:DataFileWrite and the samples taken per
+    second.  Empty without the file."""
+    path = os.path.join(rawdir, "waits.csv")
+    if not os.path.exists(path):
+        return {}
+    ts, dfw, active = [], 0, 0
+    for line in open(path):
+        f = line.strip().split(",")
+        if len(f) != 3:
+            continue
+        ts.append(float(f[0]))
+        dfw += int(f[1])
+        active += int(f[2])
+    out = {}
+    if len(ts) > 1 and ts[-1] > ts[0]:
+        out["waits_samples_per_s"] = (len(ts) - 1) / (ts[-1] - ts[0])
+    if active:
+        out["backend_dfw_share"] = float(dfw) / active
+    return out
 
 
 def run_start(rawdir, keys):
@@ -709,6 +739,10 @@ def cmd_run_figures(args):
     gf, gerr = pgss_figures(rawdir)
     problems += gerr
     row.update(gf)
+    row.update(waits_figures(rawdir))
+    if meta.get("io_waits") == "1" and row.get("waits_samples_per_s", 0) < 40:
+        problems.append("the wait sampler took %.0f samples/s, not 50"
+                        % row.get("waits_samples_per_s", 0))
     independent_writes(row, pb["xacts"])
     # how many times the clock hand went round the pool during the run
     nbuf = num(cs.get("nbuffers"))
@@ -1181,6 +1215,7 @@ def cmd_report(args):
         L += configs_section(rows + idles)
     if rows:
         L += zero_section(configs, groups, clients)
+        L += waits_section(configs, groups, clients)
         L += counts_section(configs, groups, clients)
         L.append(HOW_MEASURED)
         L.append("## Seed 001 layout, per configuration (medians over rounds)")
@@ -1336,7 +1371,9 @@ def cmd_report(args):
 # (column, source) of the per-run ratios against nobgw of the same round
 NOBGW_RATIOS = [("total_vs_nobgw_same_round", "total_writes"),
                 ("tps_vs_nobgw", "tps"), ("p99_vs_nobgw", "lat_p99_ms"),
-                ("wpx_vs_nobgw", "writes_per_xact_indep")]
+                ("wpx_vs_nobgw", "writes_per_xact_indep"),
+                ("dfw_vs_nobgw", "backend_dfw_share"),
+                ("write_s_vs_nobgw", "backend_write_s")]
 
 WORKLOADS = {
     "update": "seed 001's update-only script",
@@ -1404,6 +1441,32 @@ def zero_section(configs, groups, clients):
                     "of evictions", "cleaner_pct (extension)", "wakeups/s",
                     "cleaner CPU %", "rounds"), t), ""]
     return L
+
+
+def waits_section(configs, groups, clients):
+    """--io-waits: what the backends waited for, against no cleaner."""
+    t = []
+    for cfg in configs:
+        for c in clients:
+            rs = groups.get((cfg, c))
+            if rs and any(r.get("backend_dfw_share") for r in rs):
+                t.append((cfg, c, med_span(rs, "backend_dfw_share", 3),
+                          med_span(rs, "dfw_vs_nobgw", 3),
+                          med_span(rs, "backend_write_s", 1),
+                          med_span(rs, "write_s_vs_nobgw", 3),
+                          fmt(med(rs, "waits_samples_per_s")), len(rs)))
+    if not t:
+        return []
+    return ["## What the backends waited for (`--io-waits`)", "",
+            "*DataFileWrite share*: of the active client backends' samples "
+            "in `pg_stat_activity` (about 50 a second), the share waiting in "
+            "`IO:DataFileWrite`; *write time*: the client backends' "
+            "`pg_stat_io.write_time` over the run, seconds (16 and later, "
+            "`track_io_timing = on`). Ratios over nobgw in the same round; "
+            "medians over rounds [min–max].", "",
+            md_table(("config", "clients", "DataFileWrite share",
+                      "× nobgw", "write time s", "× nobgw", "samples/s",
+                      "rounds"), t), ""]
 
 
 def counts_section(configs, groups, clients):
