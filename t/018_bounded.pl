@@ -11,6 +11,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use File::Temp ();
+use POSIX ();
 use Time::HiRes qw(time usleep);
 use FindBin;
 use lib $FindBin::RealBin;
@@ -132,6 +133,41 @@ EOC
 	# (the bound is only a bound if the load asked for more)
 	cmp_ok($capped, '>', 0, "$strategy: the budget stopped scans");
 }
+
+# --- cpu_us is the cycles' CPU time ---
+# Summed over the cycles of a loaded stretch, the history's cpu_us is no
+# more than the CPU time the kernel charged the worker over it (plus a
+# cycle's worth at each end and a clock tick) and most of it: cycles are
+# what the worker spends its CPU on under load.
+set_conf($node, <<'EOC');
+bgw_jit.strategy = 'jit'
+bgw_jit.max_write_rate = 0
+EOC
+my $ticks = POSIX::sysconf(POSIX::_SC_CLK_TCK());
+sub cpu_ms
+{
+	open(my $fh, '<', "/proc/$pid/stat") or die "/proc/$pid/stat: $!";
+	my @f = split ' ', (split /\) /, <$fh>)[1];
+	close $fh;
+	# utime and stime, fields 14 and 15 of stat (12 and 13 after "comm) ")
+	return ($f[11] + $f[12]) * 1000 / $ticks;
+}
+my $c0 = $node->safe_psql('postgres', 'SELECT coalesce(max(cycle), 0) FROM bgw_jit_history');
+my $k0 = cpu_ms();
+update_load($node, clients => 2, seconds => 4, scale => $scale);
+my $k1 = cpu_ms();
+my $c1 = $node->safe_psql('postgres', 'SELECT coalesce(max(cycle), 0) FROM bgw_jit_history');
+my $cycles_cpu = $node->safe_psql('postgres', qq{
+	SELECT coalesce(sum(cpu_us), 0) / 1000.0, coalesce(max(cpu_us), 0) / 1000.0
+	FROM bgw_jit_history WHERE cycle > $c0 AND cycle <= $c1});
+my ($sum_ms, $max_ms) = split /\|/, $cycles_cpu;
+note(sprintf('cycles %d..%d: cpu_us sums to %.1f ms, the kernel charged %.1f ms',
+		$c0 + 1, $c1, $sum_ms, $k1 - $k0));
+cmp_ok($k1 - $k0, '>', 0, 'the kernel charged the worker CPU time under load');
+cmp_ok($sum_ms, '<=', $k1 - $k0 + 2 * $max_ms + 1000 / $ticks,
+	"the cycles' cpu_us ($sum_ms ms) is no more than the kernel's count");
+cmp_ok($sum_ms, '>=', 0.5 * ($k1 - $k0),
+	'and at least half of it');
 
 $node->stop;
 done_testing();
