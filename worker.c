@@ -624,7 +624,8 @@ run_cycle(void)
 		plan = cycle_plan;
 		e->sleep_ms = plan.sleep_ms;
 		cycle_running = true;
-		idle = false;
+		/* (a load arriving would have begun a new cycle, above) */
+		idle = (cycle_head.recent_alloc == 0 && cycle_head.strategy_delta == 0);
 		scan_limit_start(&limit, pacer_budget_left(&pacer_state), true);
 	}
 	else
