@@ -22,16 +22,6 @@
 /* Weight of a new calibration sample in the hand-per-allocation average. */
 #define ALLOC_CALIBRATION_WEIGHT	0.25
 
-static int
-float_to_int_clamped(double value)
-{
-	if (value >= (double) PG_INT32_MAX)
-		return PG_INT32_MAX;
-	if (value <= 0)
-		return 0;
-	return (int) value;
-}
-
 void
 jit_state_init(JitState *state)
 {
@@ -63,7 +53,7 @@ jit_estimate(JitState *state, const JitParams *params,
 	}
 
 	est->reusable_buffers_est =
-		float_to_int_clamped((float) bufs_ahead / state->smoothed_density);
+		bgw_jit_clamp_to_int((float) bufs_ahead / state->smoothed_density);
 
 	/* Fast attack, slow decline. */
 	if (state->smoothed_alloc <= (float) recent_alloc)
@@ -72,15 +62,16 @@ jit_estimate(JitState *state, const JitParams *params,
 		state->smoothed_alloc += ((float) recent_alloc - state->smoothed_alloc) /
 			samples;
 
-	upcoming = float_to_int_clamped(state->smoothed_alloc * params->multiplier);
+	upcoming = bgw_jit_clamp_to_int(state->smoothed_alloc * params->multiplier);
 
 	/* Stop tracking ever-smaller values once they no longer matter. */
 	if (upcoming == 0)
 		state->smoothed_alloc = 0;
 
 	/* Even when idle, make progress so the whole pool is visited in time. */
-	est->min_scan_buffers = float_to_int_clamped(params->nbuffers /
-												 (scan_whole_pool_ms / params->delay_ms));
+	est->min_scan_buffers =
+		bgw_jit_clamp_to_int(params->nbuffers /
+							 (scan_whole_pool_ms / params->delay_ms));
 
 	if ((int64) upcoming < (int64) est->min_scan_buffers + est->reusable_buffers_est)
 		upcoming = (int) Min((int64) est->min_scan_buffers +

@@ -15,6 +15,20 @@
 
 #include "c.h"
 
+/*
+ * A count from floating-point arithmetic: truncated, 0 for anything not
+ * above 0 (NaN included), INT32_MAX beyond it.  Shared with pacer.c.
+ */
+static inline int
+bgw_jit_clamp_to_int(double value)
+{
+	if (!(value > 0))
+		return 0;
+	if (value >= (double) PG_INT32_MAX)
+		return PG_INT32_MAX;
+	return (int) value;
+}
+
 /* Core's starting value for buffers scanned per reusable buffer found. */
 #define JIT_INITIAL_DENSITY 10.0f
 

@@ -51,17 +51,8 @@
 
 #include <math.h>
 
+#include "estimator.h"
 #include "pacer.h"
-
-static int
-clamp_to_int(double value)
-{
-	if (!(value > 0))
-		return 0;
-	if (value >= (double) PG_INT32_MAX)
-		return PG_INT32_MAX;
-	return (int) value;
-}
 
 /*
  * The share of the demand the cleaner missed since the previous cycle:
@@ -218,7 +209,7 @@ pacer_plan(PacerState *state, const PacerParams *params,
 	lead = plan->margin * state->hand_rate * plan->sleep_ms / 1000.0;
 	state->lead_saturated = (plan->sleep_ms <= PACER_MIN_SLEEP_MS &&
 							 lead >= max_lead);
-	plan->lead_target = clamp_to_int(Min(lead, params->nbuffers));
+	plan->lead_target = bgw_jit_clamp_to_int(Min(lead, params->nbuffers));
 
 	/*
 	 * The lead in positions assumes the victims are spread as they were on
@@ -227,11 +218,12 @@ pacer_plan(PacerState *state, const PacerParams *params,
 	 * really consumes is reusable buffers, one an allocation: have as many
 	 * found ahead as the same margin covers in allocations.
 	 */
-	plan->reusable_target = clamp_to_int(Min(plan->margin * state->alloc_rate *
-											 plan->sleep_ms / 1000.0,
-											 params->nbuffers));
+	plan->reusable_target =
+		bgw_jit_clamp_to_int(Min(plan->margin * state->alloc_rate *
+								 plan->sleep_ms / 1000.0,
+								 params->nbuffers));
 	lap_rate = (double) params->nbuffers / params->scan_whole_pool_seconds;
-	plan->min_scan = clamp_to_int(lap_rate * plan->sleep_ms / 1000.0);
+	plan->min_scan = bgw_jit_clamp_to_int(lap_rate * plan->sleep_ms / 1000.0);
 
 	/*
 	 * With no movement, what lies ahead is written at the recent demand
@@ -248,9 +240,9 @@ pacer_plan(PacerState *state, const PacerParams *params,
 	 * that passed.
 	 */
 	idle_rate = Max(lap_rate, Min(state->alloc_rate, state->written_rate));
-	plan->idle_pages = clamp_to_int(idle_rate *
-									Min(elapsed_s,
-										params->max_sleep_ms / 1000.0));
+	plan->idle_pages = bgw_jit_clamp_to_int(idle_rate *
+											Min(elapsed_s,
+												params->max_sleep_ms / 1000.0));
 	plan->idle_pages = Max(plan->idle_pages, 1);
 
 	/*
@@ -264,7 +256,7 @@ pacer_plan(PacerState *state, const PacerParams *params,
 	plan->write_rate = rate;
 	state->tokens = Min(state->tokens + rate * elapsed_s,
 						rate * PACER_BURST_SECONDS);
-	plan->rate_pages = clamp_to_int(state->tokens);
+	plan->rate_pages = bgw_jit_clamp_to_int(state->tokens);
 	plan->write_budget = plan->rate_pages;
 	if (params->maxpages >= 0)
 		plan->write_budget = Min(plan->write_budget, params->maxpages);
@@ -285,5 +277,5 @@ pacer_charge(PacerState *state, const PacerParams *params, int written)
 int
 pacer_budget_left(const PacerState *state)
 {
-	return clamp_to_int(state->tokens);
+	return bgw_jit_clamp_to_int(state->tokens);
 }
