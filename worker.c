@@ -119,6 +119,9 @@ static BgwJitCycle cycle_head;
 static int64 cycle_hand_position;	/* the hand when the cycle began */
 static int	cycle_evicted = 0;	/* judgements of the cycle's slices */
 static int	cycle_redirtied = 0;
+static int64 carried_overrun = 0;	/* the hand's run past the frontier
+									 * found by later slices, for the next
+									 * cycle's plan */
 
 /* State carried between cycles, private to the worker. */
 static bool hand_valid = false;
@@ -561,6 +564,7 @@ run_cycle(void)
 	bool		idle;
 	bool		lru_scan;		/* the LRU scan runs this cycle */
 	bool		continues = cycle_open;
+	int64		carried = 0;
 
 	memset(result, 0, sizeof(*result));
 	result->cpu_start_us = scan_thread_cpu_us();
@@ -659,7 +663,9 @@ run_cycle(void)
 		in.evicted = cycle_evicted;
 		in.redirtied = cycle_redirtied;
 		/* the LRU scan, if it runs, finds the same overrun */
-		in.overrun = lru_scan ? scan_overrun(hand_position) : 0;
+		carried = lru_scan ? carried_overrun : 0;
+		carried_overrun = 0;
+		in.overrun = lru_scan ? scan_overrun(hand_position) + carried : 0;
 		in.alloc = recent_alloc;
 		in.backend_known = COMPAT_BACKEND_WRITES_ARE_EVICTIONS;
 		in.backend_writes = result->backend_writes;
@@ -695,6 +701,17 @@ run_cycle(void)
 		scan_lru(&req, &limit, e);
 		/* idle only once the cleaner is a whole lap ahead */
 		idle &= (e->bufs_ahead + e->scanned >= NBuffers);
+
+		/*
+		 * The cycle's row records the overrun its plan judged; what a later
+		 * slice finds goes to the next cycle's plan, and row.
+		 */
+		e->overrun += carried;
+		if (continues)
+		{
+			carried_overrun += e->overrun;
+			e->overrun = 0;
+		}
 	}
 	else
 		scan_forget_frontier();
@@ -938,7 +955,7 @@ merge_slice(BgwJitCycle *row, const BgwJitCycle *e)
 	row->evicted += e->evicted;
 	row->redirtied += e->redirtied;
 	row->wal_deferred += e->wal_deferred;
-	row->overrun += e->overrun;
+	/* (its overrun is the next cycle's, which plans on it) */
 	row->lapped |= e->lapped;
 	row->hit_maxpages |= e->hit_maxpages;
 	row->sliced = true;

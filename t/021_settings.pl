@@ -210,6 +210,8 @@ cmp_ok($auto->{shorter}, '>', 0,
 	"control: self-paced, $auto->{shorter} of $auto->{cycles} busy cycles planned less than 100 ms");
 set_conf($node, 'bgw_jit.pacing = fixed', 'bgw_jit.slice_us = 10',
 	'bgw_jit.lru_maxpages = 40');
+my $fixed_from = $node->safe_psql('postgres',
+	'SELECT coalesce(max(cycle), 0) FROM bgw_jit_history');
 my $fixed_io0 = proc_io($pid);
 my $fixed_cycles0 = $node->safe_psql('postgres', 'SELECT cycles FROM bgw_jit_stats');
 my $fixed_t0 = time;
@@ -249,6 +251,13 @@ $fixed_pages = $fixed_calls if $fixed_calls < $fixed_pages;
 cmp_ok($fixed_pages, '<=', 1.25 * 40 * ($fixed_span / 0.1 + 2),
 	sprintf('and the kernel saw %.0f pages written in %.1f s: at most 40 per 100 ms',
 		$fixed_pages, $fixed_span));
+# The controller's replay over these cycles: each row holds what its plan
+# judged (a later slice's overrun is the next cycle's).
+my ($sliced_replayed, $sliced_differ) = replay_pacer_mismatches($node, $fixed_from,
+	"lru_multiplier => 'auto', pacing => 'fixed', delay => 100, lru_maxpages => 40");
+cmp_ok($sliced_replayed, '>', 10,
+	"replayed $sliced_replayed of the sliced cycles through the controller");
+is($sliced_differ, 0, 'which reproduces every sleep, lead, margin, speed and miss');
 set_conf($node, 'bgw_jit.slice_us = 5000', 'bgw_jit.lru_maxpages = 1000');
 
 # --- lru_maxpages = 0 stops the worker's writes ---
