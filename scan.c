@@ -200,8 +200,6 @@ scan_end_cycle(void)
 	params.smoothing_samples = bgw_jit_smoothing_samples;
 	jit_refine_density(&jit_state, &params, scan_cycle.scanned,
 					   scan_cycle.found);
-	scan_cycle.scanned = 0;
-	scan_cycle.found = 0;
 }
 
 /* Like core with lru_maxpages = 0: the next scan restarts at the hand. */
