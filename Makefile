@@ -6,11 +6,12 @@ OBJS = \
 	bgw_jit.o \
 	cleaner.o \
 	compat.o \
+	errors.o \
 	estimator.o \
 	flusher.o \
 	pacer.o \
-	persist.o \
 	scan.o \
+	shmem.o \
 	stats.o \
 	worker.o
 

@@ -1,12 +1,26 @@
 /*-------------------------------------------------------------------------
  *
  * bgw_jit.c
- *		Module set-up: settings, shared memory and worker registration.
+ *		Module set-up: settings, statement hooks and worker registration.
  *
  * bgw_jit moves the background writer's "just-in-time" LRU cleaning into
  * a tunable, observable background worker.  This file holds what runs in
- * the postmaster; worker.c has the worker, cleaner.c the buffer writes,
- * estimator.c the arithmetic and stats.c the SQL-callable functions.
+ * the postmaster: the settings, the statement hooks that wake a
+ * hibernating worker, and the workers' registration.  The rest, from the
+ * top down:
+ *
+ *	worker.c	the cleaner's loop: cycles, sleeps, errors
+ *	pacer.c		how long to sleep and how far ahead to clean
+ *	estimator.c	core's estimate of upcoming allocations
+ *	scan.c		the scans over the pool and their stop rules
+ *	flusher.c	the second worker, flushing WAL for the cleaner
+ *	shmem.c		shared memory: published state, counters, history, and
+ *				their file across clean restarts
+ *	errors.c	recovery from an ERROR, shared by both workers
+ *	cleaner.c	writing one buffer, and judging earlier writes
+ *	stats.c		the SQL-callable functions (they read shmem.c's state
+ *				and run pacer.c's and estimator.c's arithmetic)
+ *	compat.c	what differs between server versions (with compat.h)
  *
  * Copyright (c) 2026, bgw_jit developers
  *
@@ -28,9 +42,10 @@
 
 #include "bgw_jit.h"
 #include "compat.h"
-#include "estimator.h"
+#include "errors.h"
 #include "pacer.h"
 #include "scan.h"
+#include "shmem.h"
 
 BGW_JIT_MODULE_MAGIC;
 
@@ -57,8 +72,6 @@ int			bgw_jit_error_log_interval = BGW_JIT_ERROR_LOG_INTERVAL_S;
 int			bgw_jit_slice_us = SCAN_SLICE_MS * 1000;
 #endif
 
-BgwJitShared *bgw_jit_shared = NULL;
-uint32	   *bgw_jit_clean_marks = NULL;
 
 static const struct config_enum_entry strategy_options[] = {
 	{"jit", BGW_JIT_STRATEGY_JIT, false},
@@ -91,15 +104,10 @@ static const struct config_enum_entry cpu_priority_options[] = {
 	{NULL, 0, false}
 };
 
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static ExecutorStart_hook_type prev_ExecutorStart = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
 void		_PG_init(void);
-static void bgw_jit_shmem_request(void);
-static void bgw_jit_shmem_startup(void);
-static Size bgw_jit_shmem_size(void);
 static void define_settings(void);
 static bool check_lru_multiplier(char **newval, void **extra, GucSource source);
 static bool check_cpu_priority(int *newval, void **extra, GucSource source);
@@ -127,10 +135,7 @@ _PG_init(void)
 
 	define_settings();
 
-	prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = bgw_jit_shmem_request;
-	prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = bgw_jit_shmem_startup;
+	bgw_jit_shmem_init();
 	prev_ExecutorStart = ExecutorStart_hook;
 	ExecutorStart_hook = bgw_jit_ExecutorStart;
 	prev_ProcessUtility = ProcessUtility_hook;
@@ -347,56 +352,6 @@ register_worker(void)
 	RegisterBackgroundWorker(&worker);
 }
 
-static Size
-bgw_jit_shmem_size(void)
-{
-	return add_size(offsetof(BgwJitShared, history),
-					mul_size(bgw_jit_history_size, sizeof(BgwJitCycle)));
-}
-
-static void
-bgw_jit_shmem_request(void)
-{
-	if (prev_shmem_request_hook)
-		prev_shmem_request_hook();
-
-	RequestAddinShmemSpace(bgw_jit_shmem_size());
-	RequestAddinShmemSpace(mul_size(NBuffers, sizeof(uint32)));
-	RequestNamedLWLockTranche("bgw_jit", 1);
-}
-
-static void
-bgw_jit_shmem_startup(void)
-{
-	bool		found;
-
-	if (prev_shmem_startup_hook)
-		prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	bgw_jit_shared = ShmemInitStruct("bgw_jit", bgw_jit_shmem_size(), &found);
-	if (!found)
-	{
-		memset(bgw_jit_shared, 0, bgw_jit_shmem_size());
-		bgw_jit_shared->lock = &(GetNamedLWLockTranche("bgw_jit"))->lock;
-		bgw_jit_shared->history_size = bgw_jit_history_size;
-		bgw_jit_shared->smoothed_density = JIT_INITIAL_DENSITY;
-		bgw_jit_shared->stats_reset = GetCurrentTimestamp();
-		pg_atomic_init_u32(&bgw_jit_shared->hibernating, 0);
-		pg_atomic_init_u64(&bgw_jit_shared->flush_request, InvalidXLogRecPtr);
-		bgw_jit_stats_load(bgw_jit_shared);
-	}
-	bgw_jit_clean_marks = ShmemInitStruct("bgw_jit clean marks",
-										  mul_size(NBuffers, sizeof(uint32)),
-										  &found);
-	if (!found)
-		memset(bgw_jit_clean_marks, 0, mul_size(NBuffers, sizeof(uint32)));
-	LWLockRelease(AddinShmemInitLock);
-
-	/* The postmaster saves the statistics when it exits cleanly. */
-	if (!IsUnderPostmaster)
-		on_shmem_exit(bgw_jit_stats_save, (Datum) 0);
-}
 
 static const char *
 enum_name(const struct config_enum_entry *options, int value)
@@ -533,91 +488,3 @@ bgw_jit_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 								params, queryEnv, dest, qc);
 }
 
-/*
- * Error out unless the library was preloaded: without its shared memory
- * there is nothing to report.
- */
-void
-bgw_jit_check_loaded(void)
-{
-	if (bgw_jit_shared == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("%s must be loaded via %s", "bgw_jit",
-						"shared_preload_libraries"),
-				 errhint("Add %s to %s in postgresql.conf and restart the server.",
-						 "bgw_jit", "shared_preload_libraries")));
-}
-
-/*
- * Copy up to 'max' cycles of the history ring into 'out', oldest first,
- * starting at the cycle with ring index *next (the number of cycles
- * recorded before it) and stopping before index 'end'.  Cycles already
- * overwritten are skipped.  Advances *next past what was copied and
- * returns how many were.  The caller holds the lock, or is the postmaster
- * alone at exit; it copies in bounded chunks so that the lock is never
- * held for long.
- */
-int
-bgw_jit_history_read(BgwJitShared *s, uint64 *next, uint64 end,
-					 BgwJitCycle *out, int max)
-{
-	uint64		oldest;
-	int			n = 0;
-
-	if (s->history_size == 0)
-		return 0;
-	end = Min(end, s->history_count);
-	oldest = s->history_count - Min(s->history_count, (uint64) s->history_size);
-	if (*next < oldest)
-		*next = oldest;
-	while (*next < end && n < max)
-	{
-		out[n++] = s->history[*next % s->history_size];
-		(*next)++;
-	}
-	return n;
-}
-
-/*
- * Zero the cumulative counters and the history; caller checked privileges.
- *
- * Everything that needs the worker (a new baseline for buffers_backend,
- * clearing the clean marks) it does at its next cycle, when it sees the
- * new reset generation; a cycle under way now is not counted.  So nothing
- * here reads cumulative statistics, which would disturb the caller's
- * statistics snapshot.
- */
-void
-bgw_jit_reset_counters(void)
-{
-	BgwJitShared *s = bgw_jit_shared;
-
-	LWLockAcquire(s->lock, LW_EXCLUSIVE);
-	memset(&s->counters, 0, sizeof(s->counters));
-	s->reset_generation++;
-	s->backend_seen_valid = false;
-	s->backend_read_at = 0;
-	s->history_count = 0;
-	s->stats_reset = GetCurrentTimestamp();
-	LWLockRelease(s->lock);
-}
-
-/*
- * The worker's exit callback (before_shmem_exit): no worker runs any more,
- * so bgw_jit_stats.pid becomes NULL until the next one starts.  A plain
- * store, as the worker's start sets it: the callback may run after an
- * ERROR raised while this process held the lock.
- */
-void
-bgw_jit_clear_worker_pid(int code, Datum arg)
-{
-	if (bgw_jit_shared != NULL && bgw_jit_shared->worker_pid == MyProcPid)
-	{
-		/* no statement may set the latch of a PGPROC we leave behind */
-		pg_atomic_write_u32(&bgw_jit_shared->hibernating, 0);
-		bgw_jit_shared->worker_latch = NULL;
-		pg_write_barrier();
-		bgw_jit_shared->worker_pid = 0;
-	}
-}

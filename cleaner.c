@@ -12,7 +12,7 @@
  * the cost is at most one extra write, never a wrong one.
  *
  * Judging earlier writes: after writing a buffer the worker marks it with
- * a hash of the page's tag (bgw_jit_clean_marks, one uint32 per buffer,
+ * a hash of the page's tag (clean_marks, one uint32 per buffer,
  * touched only by the worker).  The next time any scan meets the buffer
  * it looks at what the buffer holds now, which is all it can see:
  *
@@ -49,12 +49,16 @@
 #include "storage/shmem.h"
 
 #include "bgw_jit.h"
+#include "cleaner.h"
 #include "compat.h"
 
 #define BUF_REUSABLE_STATE(s) \
 	(BUF_STATE_GET_REFCOUNT(s) == 0 && BUF_STATE_GET_USAGECOUNT(s) == 0)
 #define BUF_VALID_DIRTY(s) \
 	(((s) & (BM_VALID | BM_DIRTY)) == (BM_VALID | BM_DIRTY))
+
+/* The clean marks, in shared memory: touched only by the worker. */
+static uint32 *clean_marks = NULL;
 
 /* Buffers a scan may write: dirty, unpinned and, unless any_usage, unused. */
 static inline bool
@@ -98,11 +102,29 @@ resolve_mark(uint32 *mark, BufferDesc *desc, CompatBufState state)
 	return result;
 }
 
+Size
+bgw_jit_cleaner_shmem_size(void)
+{
+	return mul_size(NBuffers, sizeof(uint32));
+}
+
+/* Attach to the clean marks; the caller holds AddinShmemInitLock. */
+void
+bgw_jit_cleaner_shmem_startup(void)
+{
+	bool		found;
+
+	clean_marks = ShmemInitStruct("bgw_jit clean marks",
+								  bgw_jit_cleaner_shmem_size(), &found);
+	if (!found)
+		memset(clean_marks, 0, bgw_jit_cleaner_shmem_size());
+}
+
 /* Forget every mark: their writes belong to a period that was reset. */
 void
-cleaner_clear_marks(void)
+bgw_jit_cleaner_clear_marks(void)
 {
-	memset(bgw_jit_clean_marks, 0, mul_size(NBuffers, sizeof(uint32)));
+	memset(clean_marks, 0, bgw_jit_cleaner_shmem_size());
 }
 
 /*
@@ -110,17 +132,17 @@ cleaner_clear_marks(void)
  * dirty, unpinned and has usage count 0 (any usage count with any_usage);
  * with 'expect', only if it holds that page.  Returns CLEANER_* flags and,
  * when it wrote, the page's tag in *written.  With 'deferred', a page
- * whose WAL is not flushed yet is not written but put off, if the WAL
- * flusher takes the flush (CLEANER_DEFERRED; its tag in *written, its LSN
- * in *deferred).  (ReadRecentBuffer makes room in CurrentResourceOwner
- * for its pin.)
+ * whose WAL is not flushed yet is not written but put off
+ * (CLEANER_DEFERRED; its tag in *written, its LSN in *deferred): whoever
+ * flushes that WAL, the caller arranges it.  (ReadRecentBuffer makes room
+ * in CurrentResourceOwner for its pin.)
  */
 static int
 sync_buffer(int buf_id, const BufferTag *expect, WritebackContext *wb_context,
 			bool any_usage, BufferTag *written, XLogRecPtr *deferred)
 {
 	BufferDesc *desc = GetBufferDescriptor(buf_id);
-	uint32	   *mark = &bgw_jit_clean_marks[buf_id];
+	uint32	   *mark = &clean_marks[buf_id];
 	Buffer		buffer = buf_id + 1;
 	CompatBufState state;
 	BufferTag	tag;
@@ -173,7 +195,7 @@ sync_buffer(int buf_id, const BufferTag *expect, WritebackContext *wb_context,
 	{
 		XLogRecPtr	lsn = BufferGetLSNAtomic(buffer);
 
-		if (XLogNeedsFlush(lsn) && bgw_jit_request_wal_flush(lsn))
+		if (XLogNeedsFlush(lsn))
 		{
 			LockBuffer(buffer, BUFFER_LOCK_UNLOCK);
 			ReleaseBuffer(buffer);
@@ -276,13 +298,14 @@ write_neighbours(const BufferTag *tag, int limit, WritebackContext *wb_context,
  * With combine_limit > 1, a write takes qualifying neighbours along (their
  * counts are added to *combined).  With 'deferred', a page whose WAL is
  * not flushed yet is put off instead (CLEANER_DEFERRED), and *deferred
- * says which, for cleaner_sync_deferred() to write it later.  Returns
- * CLEANER_* flags for buf_id.
+ * says which, for bgw_jit_cleaner_sync_deferred() to write it later.
+ * Returns CLEANER_* flags for buf_id.
  */
 int
-cleaner_sync_buffer(int buf_id, WritebackContext *wb_context, bool any_usage,
-					int combine_limit, CleanerCombined *combined,
-					CleanerDeferred *deferred)
+bgw_jit_cleaner_sync_buffer(int buf_id, WritebackContext *wb_context,
+							bool any_usage, int combine_limit,
+							CleanerCombined *combined,
+							CleanerDeferred *deferred)
 {
 	BufferTag	written;
 	XLogRecPtr	lsn;
@@ -302,13 +325,13 @@ cleaner_sync_buffer(int buf_id, WritebackContext *wb_context, bool any_usage,
 }
 
 /*
- * Write a page cleaner_sync_buffer() put off, if buffer 'buf_id' still
- * holds it and it still qualifies; put off again (its LSN updated) if its
- * WAL is still not flushed.  Returns CLEANER_* flags.
+ * Write a page bgw_jit_cleaner_sync_buffer() put off, if buffer 'buf_id'
+ * still holds it and it still qualifies; with 'defer', put off again (its
+ * LSN updated) if its WAL is still not flushed.  Returns CLEANER_* flags.
  */
 int
-cleaner_sync_deferred(int buf_id, CleanerDeferred *deferred,
-					  WritebackContext *wb_context)
+bgw_jit_cleaner_sync_deferred(int buf_id, CleanerDeferred *deferred,
+							  bool defer, WritebackContext *wb_context)
 {
 	BufferTag	written;
 
@@ -320,5 +343,5 @@ cleaner_sync_deferred(int buf_id, CleanerDeferred *deferred,
 						buf_id + 1)));
 #endif
 	return sync_buffer(buf_id, &deferred->tag, wb_context, false, &written,
-					   &deferred->lsn);
+					   defer ? &deferred->lsn : NULL);
 }

@@ -37,6 +37,7 @@
 #endif
 #include "utils/timestamp.h"
 
+#include "bgw_jit.h"
 #include "compat.h"
 
 /* How often the worker reports its statistics (and samples pg_stat_io). */
@@ -139,17 +140,10 @@ report_now(void)
  * pending, which the sample needs.
  */
 void
-compat_report_stat(void)
+bgw_jit_compat_report_stat(void)
 {
-	instr_time	since;
-
-	if (reported)
-	{
-		INSTR_TIME_SET_CURRENT(since);
-		INSTR_TIME_SUBTRACT(since, last_report);
-		if (INSTR_TIME_GET_MILLISEC(since) < REPORT_INTERVAL_MS)
-			return;
-	}
+	if (reported && bgw_jit_ms_since(last_report) < REPORT_INTERVAL_MS)
+		return;
 	report_now();
 }
 
@@ -165,7 +159,7 @@ compat_report_stat(void)
  * cumulative statistics (16+: the last sample; 15: now).
  */
 uint64
-compat_backend_writes(bool rebaseline, TimestampTz *read_at)
+bgw_jit_compat_backend_writes(bool rebaseline, TimestampTz *read_at)
 {
 #if PG_VERSION_NUM >= 160000
 	if (rebaseline)
@@ -184,7 +178,7 @@ compat_backend_writes(bool rebaseline, TimestampTz *read_at)
  * read them: under the caller's stats_fetch_consistency.
  */
 void
-compat_bgwriter_stats(CompatBgwriterStats *out)
+bgw_jit_compat_bgwriter_stats(CompatBgwriterStats *out)
 {
 	PgStat_BgWriterStats *bgwriter = pgstat_fetch_stat_bgwriter();
 	PgStat_CheckpointerStats *checkpointer = pgstat_fetch_stat_checkpointer();
@@ -235,7 +229,7 @@ compat_bgwriter_stats(CompatBgwriterStats *out)
  * the slot is the process number that InitProcess() gave every process.
  */
 void
-compat_join_procsignal(void)
+bgw_jit_compat_join_procsignal(void)
 {
 #if PG_VERSION_NUM >= 180000
 	ProcSignalInit(NULL, 0);

@@ -256,8 +256,9 @@ compat_bgwriter_stats_reset(void)
 }
 
 /*
- * Whether compat_backend_writes() includes the worker's own writes, which
- * the caller must then take away itself: only 15's buffers_backend does.
+ * Whether bgw_jit_compat_backend_writes() includes the worker's own
+ * writes, which the caller must then take away itself: only 15's
+ * buffers_backend does.
  */
 #if PG_VERSION_NUM >= 160000
 #define COMPAT_BACKEND_WRITES_INCLUDE_OWN false
@@ -313,10 +314,10 @@ compat_set_nice(int nice_value)
 }
 
 /*
- * Whether compat_backend_writes() counts only writes of dirty buffers (what
- * a backend does when it evicts one): from 16, pg_stat_io's writes; 15's
- * buffers_backend also counts relation extensions, which no cleaner can
- * spare, and the worker's own writes.
+ * Whether bgw_jit_compat_backend_writes() counts only writes of dirty
+ * buffers (what a backend does when it evicts one): from 16, pg_stat_io's
+ * writes; 15's buffers_backend also counts relation extensions, which no
+ * cleaner can spare, and the worker's own writes.
  */
 #define COMPAT_BACKEND_WRITES_ARE_EVICTIONS (PG_VERSION_NUM >= 160000)
 
@@ -344,9 +345,10 @@ typedef struct CompatBgwriterStats
 } CompatBgwriterStats;
 
 /* compat.c */
-extern void compat_report_stat(void);
-extern uint64 compat_backend_writes(bool rebaseline, TimestampTz *read_at);
-extern void compat_bgwriter_stats(CompatBgwriterStats *out);
-extern void compat_join_procsignal(void);
+extern void bgw_jit_compat_report_stat(void);
+extern uint64 bgw_jit_compat_backend_writes(bool rebaseline,
+											TimestampTz *read_at);
+extern void bgw_jit_compat_bgwriter_stats(CompatBgwriterStats *out);
+extern void bgw_jit_compat_join_procsignal(void);
 
 #endif							/* BGW_JIT_COMPAT_H */

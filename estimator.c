@@ -23,7 +23,7 @@
 #define ALLOC_CALIBRATION_WEIGHT	0.25
 
 void
-jit_state_init(JitState *state)
+bgw_jit_estimator_init(JitState *state)
 {
 	state->smoothed_alloc = 0;
 	state->smoothed_density = JIT_INITIAL_DENSITY;
@@ -35,9 +35,8 @@ jit_state_init(JitState *state)
  * reusable buffers should be found ahead of the strategy point.
  */
 void
-jit_estimate(JitState *state, const JitParams *params,
-			 uint32 recent_alloc, int64 strategy_delta,
-			 int bufs_ahead, JitEstimate *est)
+bgw_jit_estimate(JitState *state, const JitParams *params, uint32 recent_alloc,
+				 int64 strategy_delta, int bufs_ahead, JitEstimate *est)
 {
 	float		samples = (float) params->smoothing_samples;
 	float		scan_whole_pool_ms = params->scan_whole_pool_seconds * 1000.0f;
@@ -84,8 +83,8 @@ jit_estimate(JitState *state, const JitParams *params,
  * scanned 'scanned' buffers and found 'reusable_found' reusable ones.
  */
 void
-jit_refine_density(JitState *state, const JitParams *params,
-				   int64 scanned, int64 reusable_found)
+bgw_jit_refine_density(JitState *state, const JitParams *params, int64 scanned,
+					   int64 reusable_found)
 {
 	if (scanned > 0 && reusable_found > 0)
 	{
@@ -97,7 +96,7 @@ jit_refine_density(JitState *state, const JitParams *params,
 }
 
 void
-alloc_tracker_init(AllocTracker *tracker)
+bgw_jit_alloc_tracker_init(AllocTracker *tracker)
 {
 	memset(tracker, 0, sizeof(AllocTracker));
 	tracker->hand_per_alloc = 1.0;
@@ -109,8 +108,8 @@ alloc_tracker_init(AllocTracker *tracker)
  * *reported_delta is set to how much the counter rose since the last call.
  */
 uint32
-alloc_tracker_step(AllocTracker *tracker, uint64 reported, uint64 hand,
-				   int64 *reported_delta)
+bgw_jit_alloc_tracker_step(AllocTracker *tracker, uint64 reported, uint64 hand,
+						   int64 *reported_delta)
 {
 	double		truth;
 	double		owed;

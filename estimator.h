@@ -56,12 +56,12 @@ typedef struct JitEstimate
 	int			upcoming_alloc_est; /* reusable buffers wanted ahead */
 } JitEstimate;
 
-extern void jit_state_init(JitState *state);
-extern void jit_estimate(JitState *state, const JitParams *params,
-						 uint32 recent_alloc, int64 strategy_delta,
-						 int bufs_ahead, JitEstimate *est);
-extern void jit_refine_density(JitState *state, const JitParams *params,
-							   int64 scanned, int64 reusable_found);
+extern void bgw_jit_estimator_init(JitState *state);
+extern void bgw_jit_estimate(JitState *state, const JitParams *params,
+							 uint32 recent_alloc, int64 strategy_delta,
+							 int bufs_ahead, JitEstimate *est);
+extern void bgw_jit_refine_density(JitState *state, const JitParams *params,
+								   int64 scanned, int64 reusable_found);
 
 /*
  * Non-destructive allocation counting (doc/internals.md, "Counting allocations").
@@ -83,8 +83,9 @@ typedef struct AllocTracker
 	double		hand_per_alloc; /* calibrated hand movement per allocation */
 } AllocTracker;
 
-extern void alloc_tracker_init(AllocTracker *tracker);
-extern uint32 alloc_tracker_step(AllocTracker *tracker, uint64 reported,
-								 uint64 hand, int64 *reported_delta);
+extern void bgw_jit_alloc_tracker_init(AllocTracker *tracker);
+extern uint32 bgw_jit_alloc_tracker_step(AllocTracker *tracker,
+										 uint64 reported, uint64 hand,
+										 int64 *reported_delta);
 
 #endif							/* BGW_JIT_ESTIMATOR_H */

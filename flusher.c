@@ -42,8 +42,21 @@
 #include "utils/resowner.h"
 
 #include "bgw_jit.h"
+#include "compat.h"
+#include "errors.h"
+#include "flusher.h"
+#include "shmem.h"
+
+PGDLLEXPORT void bgw_jit_flusher_main(Datum main_arg);
 
 static void flusher_exit(int code, Datum arg);
+
+/* Whether a flusher runs to take the cleaner's requests. */
+bool
+bgw_jit_wal_flusher_running(void)
+{
+	return bgw_jit_shared->flusher_latch != NULL;
+}
 
 /*
  * Ask the flusher to flush the WAL up to 'lsn'; false if no flusher runs
@@ -73,7 +86,7 @@ bgw_jit_request_wal_flush(XLogRecPtr lsn)
 bool
 bgw_jit_wal_flush_pending(XLogRecPtr lsn)
 {
-	return bgw_jit_shared->flusher_latch != NULL && XLogNeedsFlush(lsn);
+	return bgw_jit_wal_flusher_running() && XLogNeedsFlush(lsn);
 }
 
 /* No flusher runs any more: the cleaner flushes for itself again. */
@@ -95,7 +108,15 @@ bgw_jit_flusher_main(Datum main_arg)
 	volatile bool stats_pending = false;
 	instr_time	flushed_at;
 
-	bgw_jit_worker_init();
+	/*
+	 * SIGTERM: leave at the next round, exit code 1, as the cleaner does
+	 * (worker.c); SIGINT ignored, as there is no statement to cancel.
+	 */
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGINT, PG_SIG_IGN);
+	bgw_jit_compat_join_procsignal();
+	BackgroundWorkerUnblockSignals();
 	/* (what compat_release_after_error() releases after an ERROR) */
 	CreateAuxProcessResourceOwner();
 
@@ -157,11 +178,7 @@ bgw_jit_flusher_main(Datum main_arg)
 		/* the flushes' WAL statistics reach pgstat within a second */
 		if (stats_pending)
 		{
-			instr_time	now;
-
-			INSTR_TIME_SET_CURRENT(now);
-			INSTR_TIME_SUBTRACT(now, flushed_at);
-			timeout = 1000 - (long) INSTR_TIME_GET_MILLISEC(now);
+			timeout = 1000 - (long) bgw_jit_ms_since(flushed_at);
 			if (timeout <= 0)
 			{
 				pgstat_report_stat(true);
@@ -174,5 +191,5 @@ bgw_jit_flusher_main(Datum main_arg)
 						 (timeout > 0 ? WL_TIMEOUT : 0),
 						 timeout, PG_WAIT_EXTENSION);
 	}
-	proc_exit(1);				/* see bgw_jit_worker_init() */
+	proc_exit(1);				/* see worker.c's bgw_jit_main() */
 }

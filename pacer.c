@@ -91,7 +91,7 @@ pacer_misses(PacerState *state, const PacerInput *in)
 }
 
 void
-pacer_init(PacerState *state, const PacerParams *params)
+bgw_jit_pacer_init(PacerState *state, const PacerParams *params)
 {
 	state->hand_rate = 0;
 	state->alloc_rate = 0;
@@ -117,14 +117,14 @@ pacer_init(PacerState *state, const PacerParams *params)
  * next cycle neither judges surprise nor sleeps long.
  */
 void
-pacer_restart(PacerState *state)
+bgw_jit_pacer_restart(PacerState *state)
 {
 	state->planned_ms = 0;
 }
 
 void
-pacer_plan(PacerState *state, const PacerParams *params,
-		   const PacerInput *in, PacerPlan *plan)
+bgw_jit_pacer_plan(PacerState *state, const PacerParams *params,
+				   const PacerInput *in, PacerPlan *plan)
 {
 	bool		auto_margin = (params->margin == PACER_MARGIN_AUTO);
 	double		elapsed_s = Max(in->elapsed_us, 0) / 1e6;
@@ -264,7 +264,7 @@ pacer_plan(PacerState *state, const PacerParams *params,
 
 /* Take this cycle's writes out of the budget; they make the written rate. */
 void
-pacer_charge(PacerState *state, const PacerParams *params, int written)
+bgw_jit_pacer_charge(PacerState *state, const PacerParams *params, int written)
 {
 	state->tokens -= written;
 	state->written_since += written;
@@ -275,7 +275,7 @@ pacer_charge(PacerState *state, const PacerParams *params, int written)
  * write (they plan nothing).
  */
 int
-pacer_budget_left(const PacerState *state)
+bgw_jit_pacer_budget_left(const PacerState *state)
 {
 	return bgw_jit_clamp_to_int(state->tokens);
 }

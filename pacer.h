@@ -143,13 +143,13 @@ typedef struct PacerPlan
 	int			sleep_ms;		/* before the next cycle */
 } PacerPlan;
 
-extern void pacer_init(PacerState *state, const PacerParams *params);
-extern void pacer_restart(PacerState *state);
-extern void pacer_plan(PacerState *state, const PacerParams *params,
-					   const PacerInput *in, PacerPlan *plan);
-extern void pacer_charge(PacerState *state, const PacerParams *params,
-						 int written);
-extern int	pacer_budget_left(const PacerState *state);
+extern void bgw_jit_pacer_init(PacerState *state, const PacerParams *params);
+extern void bgw_jit_pacer_restart(PacerState *state);
+extern void bgw_jit_pacer_plan(PacerState *state, const PacerParams *params,
+							   const PacerInput *in, PacerPlan *plan);
+extern void bgw_jit_pacer_charge(PacerState *state, const PacerParams *params,
+								 int written);
+extern int	bgw_jit_pacer_budget_left(const PacerState *state);
 
 
 #endif							/* BGW_JIT_PACER_H */

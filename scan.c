@@ -32,6 +32,8 @@
 #include "utils/memutils.h"
 
 #include "bgw_jit.h"
+#include "cleaner.h"
+#include "flusher.h"
 #include "scan.h"
 
 /*
@@ -93,7 +95,6 @@ typedef struct ScanCycle
 {
 	JitEstimate est;			/* fixed pacing: the estimate at its start */
 	int			reusable;		/* reusable buffers believed ahead */
-	bool		moving;			/* the hand or the allocations moved */
 	int64		scanned;		/* by the LRU scan */
 	int64		found;			/* reusable buffers the LRU scan found */
 	int			written;		/* by the LRU scan */
@@ -110,9 +111,9 @@ static JitState jit_state;
 static WritebackContext wb_context;
 
 void
-scan_init(int *flush_after)
+bgw_jit_scan_init(int *flush_after)
 {
-	jit_state_init(&jit_state);
+	bgw_jit_estimator_init(&jit_state);
 	WritebackContextInit(&wb_context, flush_after);
 	/* (the frontier never runs a lap ahead: segments of one lap and two) */
 	reusable_segment = Max(16, (NBuffers + REUSABLE_SEGMENTS - 1) /
@@ -153,14 +154,14 @@ reusable_follow_hand(int64 hand_position)
 
 /* After an ERROR: forget writeback requests of the failed cycle. */
 void
-scan_reset_writeback(int *flush_after)
+bgw_jit_scan_reset_writeback(int *flush_after)
 {
 	WritebackContextInit(&wb_context, flush_after);
 }
 
 /* CPU time of this thread, microseconds. */
 int64
-scan_thread_cpu_us(void)
+bgw_jit_scan_thread_cpu_us(void)
 {
 	struct timespec ts;
 
@@ -176,9 +177,9 @@ scan_thread_cpu_us(void)
  * allows now.
  */
 void
-scan_limit_start(ScanLimit *limit, int pages, bool continues)
+bgw_jit_scan_limit_start(ScanLimit *limit, int pages, bool continues)
 {
-	limit->start_cpu_us = scan_thread_cpu_us();
+	limit->start_cpu_us = bgw_jit_scan_thread_cpu_us();
 	limit->yield_cpu_us = limit->start_cpu_us;
 	limit->slice_ms = BGW_JIT_SLICE_US / 1000.0;
 	limit->pages = pages;
@@ -193,18 +194,18 @@ scan_limit_start(ScanLimit *limit, int pages, bool continues)
  * density.
  */
 void
-scan_end_cycle(void)
+bgw_jit_scan_end_cycle(void)
 {
 	JitParams	params;
 
 	params.smoothing_samples = bgw_jit_smoothing_samples;
-	jit_refine_density(&jit_state, &params, scan_cycle.scanned,
-					   scan_cycle.found);
+	bgw_jit_refine_density(&jit_state, &params, scan_cycle.scanned,
+						   scan_cycle.found);
 }
 
 /* Like core with lru_maxpages = 0: the next scan restarts at the hand. */
 void
-scan_forget_frontier(void)
+bgw_jit_scan_forget_frontier(void)
 {
 	cleaner_valid = false;
 	n_deferred = 0;
@@ -217,7 +218,7 @@ scan_forget_frontier(void)
  * answers a miss in the cycle that finds it.
  */
 int64
-scan_overrun(int64 hand_position)
+bgw_jit_scan_overrun(int64 hand_position)
 {
 	int64		lead = clean_position - hand_position;
 
@@ -225,13 +226,13 @@ scan_overrun(int64 hand_position)
 }
 
 int
-scan_next_to_clean(void)
+bgw_jit_scan_next_to_clean(void)
 {
 	return (int) (clean_position % NBuffers);
 }
 
 const JitState *
-scan_jit_state(void)
+bgw_jit_scan_estimates(void)
 {
 	return &jit_state;
 }
@@ -243,7 +244,7 @@ scan_jit_state(void)
 static bool
 slice_over(ScanLimit *limit)
 {
-	int64		now = scan_thread_cpu_us();
+	int64		now = bgw_jit_scan_thread_cpu_us();
 
 	if (now - limit->yield_cpu_us >= SCAN_YIELD_US)
 	{
@@ -257,8 +258,9 @@ slice_over(ScanLimit *limit)
 }
 
 /*
- * Neighbours a write took along (cleaner_sync_buffer only visits them after
- * a write): add their judgements, clear *c and return how many it wrote.
+ * Neighbours a write took along (bgw_jit_cleaner_sync_buffer() only visits
+ * them after a write): add their judgements, clear *c and return how many
+ * it wrote.
  */
 static inline int
 take_combined(BgwJitCycle *e, CleanerCombined *c)
@@ -309,13 +311,18 @@ retry_deferred(int64 hand_position, int write_cap, BgwJitCycle *e)
 			deferred[n_deferred++] = d;
 			continue;
 		}
-		outcome = cleaner_sync_deferred((int) (d.position % NBuffers),
-										&d.page, &wb_context);
+		outcome = bgw_jit_cleaner_sync_deferred((int) (d.position % NBuffers),
+												&d.page,
+												bgw_jit_wal_flusher_running(),
+												&wb_context);
 		count_judgements(e, outcome);
 		if (outcome & CLEANER_WRITTEN)
 			e->written++;
 		else if (outcome & CLEANER_DEFERRED)
+		{
+			(void) bgw_jit_request_wal_flush(d.page.lsn);
 			deferred[n_deferred++] = d;
+		}
 		if (outcome & CLEANER_REUSABLE)
 		{
 			reusable_counts[(d.position / reusable_segment) % reusable_ring]++;
@@ -339,7 +346,7 @@ retry_deferred(int64 hand_position, int write_cap, BgwJitCycle *e)
  * it the next cycle goes on with the next one.
  */
 void
-scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
+bgw_jit_scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 {
 	const PacerPlan *plan = req->plan;
 	JitParams	params;
@@ -349,6 +356,7 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 	bool		self_paced = (!lap && bgw_jit_pacing == BGW_JIT_PACING_AUTO &&
 							  bgw_jit_strategy == BGW_JIT_STRATEGY_JIT);
 	int64		strategy_delta = req->strategy_delta;
+	bool		moving = (req->strategy_delta != 0 || req->recent_alloc != 0);
 	int64		lead = clean_position - req->hand_position;
 	int			num_to_scan;
 	int			lead_scan = 0;
@@ -389,10 +397,9 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 		params.delay_ms = bgw_jit_delay;
 		params.scan_whole_pool_seconds = bgw_jit_scan_whole_pool_seconds;
 		params.nbuffers = NBuffers;
-		jit_estimate(&jit_state, &params, req->recent_alloc, strategy_delta,
-					 e->bufs_ahead, &c->est);
+		bgw_jit_estimate(&jit_state, &params, req->recent_alloc,
+						 strategy_delta, e->bufs_ahead, &c->est);
 		c->reusable = c->est.reusable_buffers_est;
-		c->moving = (req->strategy_delta != 0 || req->recent_alloc != 0);
 	}
 	est = c->est;
 	e->upcoming_alloc_est = est.upcoming_alloc_est;
@@ -402,7 +409,7 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 		num_to_scan = Min(num_to_scan,
 						  (int) ceil(NBuffers * bgw_jit_lru_percent / 100.0) -
 						  (int) c->scanned);
-	else if (self_paced && c->moving)
+	else if (self_paced && moving)
 	{
 		/* to the lead, then on while too few reusable buffers lie ahead */
 		lead_scan = Min(num_to_scan,
@@ -439,16 +446,22 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 		clean_position++;
 		e->scanned++;
 
-		/* (neighbours written along count against the budget too) */
-		outcome = cleaner_sync_buffer(next_to_clean, &wb_context, false,
-									  Min(bgw_jit_combine_limit,
-										  write_cap - e->written),
-									  &combined,
-									  n_deferred < SCAN_DEFERRED_MAX ?
-									  &deferred[n_deferred].page : NULL);
+		/*
+		 * (neighbours written along count against the budget too; a page
+		 * is put off only while the flusher runs to flush its WAL)
+		 */
+		outcome = bgw_jit_cleaner_sync_buffer(next_to_clean, &wb_context,
+											  false,
+											  Min(bgw_jit_combine_limit,
+												  write_cap - e->written),
+											  &combined,
+											  (n_deferred < SCAN_DEFERRED_MAX &&
+											   bgw_jit_wal_flusher_running()) ?
+											  &deferred[n_deferred].page : NULL);
 		count_judgements(e, outcome);
 		if (outcome & CLEANER_DEFERRED)
 		{
+			(void) bgw_jit_request_wal_flush(deferred[n_deferred].page.lsn);
 			deferred[n_deferred++].position = clean_position - 1;
 			e->wal_deferred++;
 		}
@@ -489,7 +502,7 @@ scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
  * after the LRU scan, on what that left of the budget and the slice.
  */
 void
-scan_all(ScanLimit *limit, BgwJitCycle *e)
+bgw_jit_scan_all(ScanLimit *limit, BgwJitCycle *e)
 {
 	ScanCycle  *c = &scan_cycle;
 	int			num_to_scan = (int) Min(ceil(NBuffers * bgw_jit_all_percent / 100.0),
@@ -512,10 +525,10 @@ scan_all(ScanLimit *limit, BgwJitCycle *e)
 		if (++all_next_to_clean >= NBuffers)
 			all_next_to_clean = 0;
 		scanned++;
-		outcome = cleaner_sync_buffer(buf_id, &wb_context, true,
-									  Min(bgw_jit_combine_limit,
-										  write_cap - e->all_written),
-									  &combined, NULL);
+		outcome = bgw_jit_cleaner_sync_buffer(buf_id, &wb_context, true,
+											  Min(bgw_jit_combine_limit,
+												  write_cap - e->all_written),
+											  &combined, NULL);
 		count_judgements(e, outcome);
 		if (outcome & CLEANER_WRITTEN)
 			e->all_written += 1 + take_combined(e, &combined);

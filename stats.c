@@ -26,6 +26,7 @@
 #include "compat.h"
 #include "estimator.h"
 #include "pacer.h"
+#include "shmem.h"
 
 /*
  * The SQL definitions of each extension version call their own C symbols,
@@ -400,8 +401,8 @@ bgw_jit_bgwriter_1_2(PG_FUNCTION_ARGS)
  * the same columns on every version, for the bgw_jit_bgwriter view (new
  * in 1.3): 15's columns of pg_stat_bgwriter; from 17 the checkpoint ones
  * from pg_stat_checkpointer and buffers_backend, buffers_backend_fsync
- * NULL (compat_bgwriter_stats()).  So that no SQL object of the extension
- * names a column of a system view, which pg_upgrade to a version without
+ * NULL (bgw_jit_compat_bgwriter_stats()).  So that no SQL object of the
+ * extension names a column of a system view, which pg_upgrade to a version without
  * it could not restore.  Needs nothing of the worker: it works without
  * the library preloaded.
  */
@@ -418,7 +419,7 @@ bgw_jit_core_bgwriter(PG_FUNCTION_ARGS)
 		elog(ERROR, "return type must be a row type");
 	check_result_columns(tupdesc, "bgw_jit_core_bgwriter", CORE_BGWRITER_COLS);
 
-	compat_bgwriter_stats(&b);
+	bgw_jit_compat_bgwriter_stats(&b);
 
 	memset(nulls, 0, sizeof(nulls));
 	values[i++] = Int64GetDatum(b.checkpoints_timed);
@@ -637,12 +638,12 @@ bgw_jit_replay(PG_FUNCTION_ARGS)
 
 		CHECK_FOR_INTERRUPTS();
 
-		jit_estimate(&state, &params, (uint32) allocs[i], deltas[i],
-					 ahead ? (int) ahead[i] : 0, &est);
+		bgw_jit_estimate(&state, &params, (uint32) allocs[i], deltas[i],
+						 ahead ? (int) ahead[i] : 0, &est);
 
 		/* The published figures are taken after the density refinement. */
 		if (scanned)
-			jit_refine_density(&state, &params, scanned[i], reusable[i]);
+			bgw_jit_refine_density(&state, &params, scanned[i], reusable[i]);
 
 		memset(nulls, 0, sizeof(nulls));
 		values[c++] = Int32GetDatum(i + 1);
@@ -835,7 +836,7 @@ bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
 	params.maxpages = replay_scalar_arg(fcinfo, names, PACER_ARG_MAXPAGES,
 										true, -1, INT_MAX / 2);
 
-	pacer_init(&state, &params);
+	bgw_jit_pacer_init(&state, &params);
 	state.hand_rate = replay_scalar_arg(fcinfo, names, PACER_ARG_START_RATE,
 										false, 0, 1e12);
 	state.margin = replay_scalar_arg(fcinfo, names, PACER_ARG_START_MARGIN,
@@ -877,7 +878,7 @@ bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
 		CHECK_FOR_INTERRUPTS();
 
 		if ((woken && woken[i]) || (restarted && restarted[i]))
-			pacer_restart(&state);
+			bgw_jit_pacer_restart(&state);
 		in.elapsed_us = elapsed[i];
 		in.hand_moved = moved[i];
 		in.evicted = evicted ? (int) evicted[i] : 0;
@@ -886,9 +887,9 @@ bgw_jit_replay_pacer(PG_FUNCTION_ARGS)
 		in.alloc = alloc ? (uint32) alloc[i] : 0;
 		in.backend_known = (backend != NULL);
 		in.backend_writes = backend ? (uint64) backend[i] : 0;
-		pacer_plan(&state, &params, &in, &plan);
+		bgw_jit_pacer_plan(&state, &params, &in, &plan);
 		if (written)
-			pacer_charge(&state, &params, (int) written[i]);
+			bgw_jit_pacer_charge(&state, &params, (int) written[i]);
 
 		memset(nulls, 0, sizeof(nulls));
 		values[c++] = Int32GetDatum(i + 1);

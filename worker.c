@@ -34,7 +34,6 @@
 #include <math.h>
 #include <time.h>
 
-#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "portability/instr_time.h"
@@ -53,10 +52,15 @@
 #include "utils/timestamp.h"
 
 #include "bgw_jit.h"
+#include "cleaner.h"
 #include "compat.h"
+#include "errors.h"
 #include "estimator.h"
 #include "pacer.h"
 #include "scan.h"
+#include "shmem.h"
+
+PGDLLEXPORT void bgw_jit_main(Datum main_arg);
 
 /*
  * Sleep while hibernating.  Statement starts wake the worker at once; this
@@ -74,37 +78,14 @@
 #define HIBERNATE_AFTER_MS	1000
 #define HIBERNATE_REARM_MS	500
 
-/*
- * After an ERROR a worker sleeps BGW_JIT_ERROR_SLEEP_MS, as core's writer
- * does, and logs each distinct error (by its message) at most once per
- * BGW_JIT_ERROR_LOG_INTERVAL seconds: a persistent write failure (a full
- * tablespace, a file it may not write) repeats at every lap of the pool.
- * The last ERROR_LOG_SLOTS distinct errors are remembered.
- */
-#define ERROR_LOG_SLOTS			8
 
-/* What a cycle hands to publish_cycle(). */
-typedef struct CycleResult
-{
-	BgwJitCycle entry;
-	uint64		generation;		/* reset generation the cycle ran in */
-	bool		cleared_marks;	/* it cleared the marks for that generation */
-	bool		cleaned;		/* the scan ran (enabled, maxpages != 0) */
-	bool		idle;			/* no allocations, nothing left to scan */
-	bool		hibernate;		/* idle for HIBERNATE_AFTER_MS: sleep long */
-	int			strategy_buf_id;
-	TimestampTz bgwriter_reset; /* pg_stat_bgwriter.stats_reset at start */
-	uint64		backend_writes; /* others' writes as read at the start */
-	TimestampTz backend_read_at;	/* when they were read */
-	int64		cpu_start_us;
-	bool		continues;		/* a later slice of the cycle before */
-} CycleResult;
 
 /*
  * The cycle under way.  An ERROR in the middle of it (a failed write)
  * still publishes what it did up to there.
  */
-static CycleResult cycle;
+static BgwJitCycleResult cycle;
+static int64 cycle_cpu_start_us;	/* the thread's CPU time at its start */
 static bool cycle_running = false;
 
 /*
@@ -143,7 +124,6 @@ static instr_time prev_cycle_start;
 static bool prev_cycle_valid = false;
 static bool idle_valid = false; /* idle_since is set */
 static instr_time idle_since;	/* first of the current idle cycles */
-static bool was_hibernating = false;
 static bool timed_out = true;	/* the last sleep ended by its timeout */
 static bool pacer_restarted = false;	/* since the last cycle */
 
@@ -155,38 +135,22 @@ static int	requested_cpu_priority = BGW_JIT_CPU_PRIORITY_NORMAL;
 static int	applied_cpu_priority = BGW_JIT_CPU_PRIORITY_NORMAL;
 static int	base_nice = 0;		/* the nice value the worker started with */
 
-/* Rate limit of the error log: the errors logged last, by message. */
-typedef struct LoggedError
-{
-	uint32		hash;			/* of the SQLSTATE and message; 0: free */
-	instr_time	at;
-} LoggedError;
 
-static LoggedError logged_errors[ERROR_LOG_SLOTS];
-static int	errors_not_logged = 0;
-
+static void set_up_signals(void);
 static void warn_if_builtin_cleaner(void);
 static void apply_cpu_priority(void);
-static bool error_log_due(uint32 hash);
 static void recover_from_error(MemoryContext cycle_context);
 static void pacer_params(PacerParams *params);
 static void run_cycle(void);
 static void finish_cycle(bool idle);
-static void publish_cycle(CycleResult *result, uint64 backend_writes);
-static void merge_slice(BgwJitCycle *row, const BgwJitCycle *e);
-static uint64 fold_bgwriter_share(BgwJitShared *s, CycleResult *result,
-								uint64 backend_writes);
-static void fold_cycle(BgwJitShared *s, CycleResult *result,
-					   uint64 backend_writes, uint64 own_absorbed);
-static double ms_since(instr_time start);
 static void restart_pacer(void);
 
 /*
- * Start-up common to bgw_jit's workers: signal handlers (bgworker_die(),
- * which would turn SIGTERM into a FATAL in the middle of a write,
- * replaced by a request to leave at the next safe point; SIGINT ignored,
- * as there is no statement to cancel), ProcSignal membership (see
- * compat_join_procsignal()), then signals unblocked.
+ * Signal handlers (bgworker_die(), which would turn SIGTERM into a FATAL
+ * in the middle of a write, replaced by a request to leave at the next
+ * safe point; SIGINT ignored, as there is no statement to cancel),
+ * ProcSignal membership (see bgw_jit_compat_join_procsignal()), then signals
+ * unblocked.  The flusher sets up the same for itself.
  *
  * After a SIGTERM both workers exit with code 1.  The sender cannot be
  * told apart portably (the postmaster at a shutdown, an administrator's
@@ -195,13 +159,13 @@ static void restart_pacer(void);
  * shutting down, when it starts no workers, and logs the exit code, as
  * for 15's logical replication launcher.
  */
-void
-bgw_jit_worker_init(void)
+static void
+set_up_signals(void)
 {
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGINT, PG_SIG_IGN);
-	compat_join_procsignal();
+	bgw_jit_compat_join_procsignal();
 	BackgroundWorkerUnblockSignals();
 }
 
@@ -250,106 +214,6 @@ apply_cpu_priority(void)
 	applied_cpu_priority = wanted;
 }
 
-/*
- * Whether an error of this hash may be logged now: not if the same was
- * logged less than BGW_JIT_ERROR_LOG_INTERVAL seconds ago.  Notes it as
- * logged if so.
- */
-static bool
-error_log_due(uint32 hash)
-{
-	LoggedError *slot = &logged_errors[0];
-
-	for (int i = 0; i < ERROR_LOG_SLOTS; i++)
-	{
-		LoggedError *e = &logged_errors[i];
-
-		if (e->hash == hash)
-		{
-			if (ms_since(e->at) < BGW_JIT_ERROR_LOG_INTERVAL * 1000.0)
-				return false;
-			slot = e;
-			break;
-		}
-		/* else take a free slot, or the one logged longest ago */
-		if (slot->hash != 0 &&
-			(e->hash == 0 || INSTR_TIME_GET_DOUBLE(e->at) <
-			 INSTR_TIME_GET_DOUBLE(slot->at)))
-			slot = e;
-	}
-	slot->hash = hash;
-	INSTR_TIME_SET_CURRENT(slot->at);
-	return true;
-}
-
-/*
- * The part of recovering from an ERROR that both workers share, called
- * from their sigsetjmp blocks with the error still current and interrupts
- * held: log the error (see error_log_due()), release what the process
- * held in the order core's writer does (LWLocks, the I/O in progress,
- * then buffer pins: on 15 the I/O must be aborted while the buffer is
- * still pinned), and clear the error, in TopMemoryContext.  'what' names
- * the process.
- */
-void
-bgw_jit_error_cleanup(const char *what)
-{
-	ErrorData  *edata;
-	uint32		hash;
-	bool		logged;
-
-	/* since not using PG_TRY, reset the error stack by hand */
-	error_context_stack = NULL;
-
-	MemoryContextSwitchTo(TopMemoryContext);
-	edata = CopyErrorData();
-	hash = hash_combine(hash_bytes_uint32((uint32) edata->sqlerrcode),
-						hash_bytes((const unsigned char *) edata->message,
-								   edata->message ? strlen(edata->message) : 0));
-	FreeErrorData(edata);
-	logged = error_log_due(hash == 0 ? 1 : hash);
-	if (logged)
-		EmitErrorReport();
-	else
-		errors_not_logged++;
-
-	compat_release_after_error();
-	FlushErrorState();
-
-	if (logged && errors_not_logged > 0)
-	{
-		ereport(LOG,
-				(errmsg_plural("%s did not log %d earlier error",
-							   "%s did not log %d earlier errors",
-							   errors_not_logged, what, errors_not_logged),
-				 errdetail_plural("It logs each distinct error at most once every %d second.",
-								  "It logs each distinct error at most once every %d seconds.",
-								  BGW_JIT_ERROR_LOG_INTERVAL,
-								  BGW_JIT_ERROR_LOG_INTERVAL)));
-		errors_not_logged = 0;
-	}
-}
-
-/*
- * The pause after an ERROR: BGW_JIT_ERROR_SLEEP_MS, whatever sets the
- * latch meanwhile (the cleaner's flush requests, statement starts), unless
- * a shutdown is asked for.
- */
-void
-bgw_jit_error_pause(void)
-{
-	instr_time	start;
-	double		left;
-
-	INSTR_TIME_SET_CURRENT(start);
-	while (!ShutdownRequestPending &&
-		   (left = BGW_JIT_ERROR_SLEEP_MS - ms_since(start)) > 0)
-	{
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 (long) ceil(left), PG_WAIT_EXTENSION);
-		ResetLatch(MyLatch);
-	}
-}
 
 /*
  * After an ERROR in the cleaner: the shared clean-up, then publish what
@@ -362,7 +226,7 @@ recover_from_error(MemoryContext cycle_context)
 	HOLD_INTERRUPTS();
 	bgw_jit_error_cleanup("the bgw_jit cleaner");
 	MemoryContextReset(cycle_context);
-	scan_reset_writeback(&flush_after);
+	bgw_jit_scan_reset_writeback(&flush_after);
 	RESUME_INTERRUPTS();
 
 	if (cycle_running)
@@ -384,7 +248,7 @@ bgw_jit_main(Datum main_arg)
 	sigjmp_buf	local_sigjmp_buf;
 	MemoryContext cycle_context;
 
-	bgw_jit_worker_init();
+	set_up_signals();
 
 	/*
 	 * No database connection: the worker touches only shared buffers, and
@@ -409,11 +273,11 @@ bgw_jit_main(Datum main_arg)
 		PacerParams params;
 
 		pacer_params(&params);
-		pacer_init(&pacer_state, &params);
+		bgw_jit_pacer_init(&pacer_state, &params);
 	}
-	alloc_tracker_init(&alloc_tracker);
+	bgw_jit_alloc_tracker_init(&alloc_tracker);
 	flush_after = 0;
-	scan_init(&flush_after);
+	bgw_jit_scan_init(&flush_after);
 	bgw_jit_shared->worker_latch = MyLatch;
 	bgw_jit_shared->worker_pid = MyProcPid;
 	before_shmem_exit(bgw_jit_clear_worker_pid, (Datum) 0);
@@ -484,7 +348,7 @@ bgw_jit_main(Datum main_arg)
 		 * Our writes' WAL flushes (and, on 16+, I/O statistics) would
 		 * otherwise reach pgstat only when we exit; once a second.
 		 */
-		compat_report_stat();
+		bgw_jit_compat_report_stat();
 
 		/*
 		 * A hibernating worker asks the next statement start to set its
@@ -522,7 +386,7 @@ bgw_jit_main(Datum main_arg)
 			restart_pacer();
 	}
 
-	proc_exit(1);				/* see bgw_jit_worker_init() */
+	proc_exit(1);				/* see set_up_signals() */
 }
 
 /* The controller's settings, from the GUCs. */
@@ -550,7 +414,7 @@ pacer_params(PacerParams *params)
 static void
 run_cycle(void)
 {
-	CycleResult *result = &cycle;
+	BgwJitCycleResult *result = &cycle;
 	BgwJitCycle *e = &result->entry;
 	instr_time	start;
 	int			strategy_buf_id;
@@ -567,7 +431,7 @@ run_cycle(void)
 	int64		carried = 0;
 
 	memset(result, 0, sizeof(*result));
-	result->cpu_start_us = scan_thread_cpu_us();
+	cycle_cpu_start_us = bgw_jit_scan_thread_cpu_us();
 	cycle_open = false;
 
 	/*
@@ -583,7 +447,7 @@ run_cycle(void)
 	LWLockRelease(bgw_jit_shared->lock);
 	if (result->cleared_marks)
 	{
-		cleaner_clear_marks();
+		bgw_jit_cleaner_clear_marks();
 		continues = false;
 	}
 
@@ -609,8 +473,8 @@ run_cycle(void)
 	 */
 	result->bgwriter_reset = compat_bgwriter_stats_reset();
 	/* the first reading after a reset is the new baseline */
-	result->backend_writes = compat_backend_writes(result->cleared_marks,
-												   &result->backend_read_at);
+	result->backend_writes = bgw_jit_compat_backend_writes(result->cleared_marks,
+														   &result->backend_read_at);
 	result->strategy_buf_id = strategy_buf_id;
 	lru_scan = (bgw_jit_enabled && bgw_jit_lru_maxpages != 0);
 	pacer_params(&params);
@@ -630,7 +494,7 @@ run_cycle(void)
 		cycle_running = true;
 		/* (a load arriving would have begun a new cycle, above) */
 		idle = (cycle_head.recent_alloc == 0 && cycle_head.strategy_delta == 0);
-		scan_limit_start(&limit, pacer_budget_left(&pacer_state), true);
+		bgw_jit_scan_limit_start(&limit, bgw_jit_pacer_budget_left(&pacer_state), true);
 	}
 	else
 	{
@@ -638,7 +502,7 @@ run_cycle(void)
 		e->at = GetCurrentTimestamp();
 		INSTR_TIME_SET_CURRENT(start);
 		e->elapsed_us = prev_cycle_valid ?
-			(int64) (ms_since(prev_cycle_start) * 1000.0) : 0;
+			(int64) (bgw_jit_ms_since(prev_cycle_start) * 1000.0) : 0;
 		prev_cycle_start = start;
 		prev_cycle_valid = true;
 		e->woken = !timed_out;
@@ -650,10 +514,10 @@ run_cycle(void)
 		cycle_hand_position = hand_position;
 		hand_valid = true;
 
-		recent_alloc = alloc_tracker_step(&alloc_tracker,
-										  compat_shared_buf_alloc(),
-										  (uint64) hand_position,
-										  &e->alloc_reported);
+		recent_alloc = bgw_jit_alloc_tracker_step(&alloc_tracker,
+												  compat_shared_buf_alloc(),
+												  (uint64) hand_position,
+												  &e->alloc_reported);
 		e->strategy = bgw_jit_strategy;
 		e->recent_alloc = recent_alloc;
 		e->strategy_delta = strategy_delta;
@@ -665,11 +529,11 @@ run_cycle(void)
 		/* the LRU scan, if it runs, finds the same overrun */
 		carried = lru_scan ? carried_overrun : 0;
 		carried_overrun = 0;
-		in.overrun = lru_scan ? scan_overrun(hand_position) + carried : 0;
+		in.overrun = lru_scan ? bgw_jit_scan_overrun(hand_position) + carried : 0;
 		in.alloc = recent_alloc;
 		in.backend_known = COMPAT_BACKEND_WRITES_ARE_EVICTIONS;
 		in.backend_writes = result->backend_writes;
-		pacer_plan(&pacer_state, &params, &in, &plan);
+		bgw_jit_pacer_plan(&pacer_state, &params, &in, &plan);
 		cycle_evicted = 0;
 		cycle_redirtied = 0;
 		e->surprise = plan.surprise;
@@ -686,7 +550,7 @@ run_cycle(void)
 		/* from here on an ERROR still publishes the cycle */
 		cycle_running = true;
 		idle = (recent_alloc == 0 && strategy_delta == 0);
-		scan_limit_start(&limit, plan.rate_pages, false);
+		bgw_jit_scan_limit_start(&limit, plan.rate_pages, false);
 	}
 
 	if (lru_scan)
@@ -694,11 +558,12 @@ run_cycle(void)
 		ScanRequest req;
 
 		req.hand_position = hand_position;
-		req.strategy_delta = strategy_delta;
-		req.recent_alloc = recent_alloc;
+		req.strategy_delta = continues ? cycle_head.strategy_delta :
+			strategy_delta;
+		req.recent_alloc = continues ? cycle_head.recent_alloc : recent_alloc;
 		req.plan = &plan;
 		result->cleaned = true;
-		scan_lru(&req, &limit, e);
+		bgw_jit_scan_lru(&req, &limit, e);
 		/* idle only once the cleaner is a whole lap ahead */
 		idle &= (e->bufs_ahead + e->scanned >= NBuffers);
 
@@ -714,13 +579,13 @@ run_cycle(void)
 		}
 	}
 	else
-		scan_forget_frontier();
+		bgw_jit_scan_forget_frontier();
 
 	if (bgw_jit_enabled && bgw_jit_strategy == BGW_JIT_STRATEGY_JIT_ALL &&
 		bgw_jit_all_maxpages > 0 && bgw_jit_all_percent > 0)
 	{
 		result->cleaned = true;
-		scan_all(&limit, e);
+		bgw_jit_scan_all(&limit, e);
 	}
 
 	/* the slice ended with work left: the cycle goes on after a short sleep */
@@ -741,7 +606,7 @@ run_cycle(void)
 static void
 finish_cycle(bool idle)
 {
-	CycleResult *result = &cycle;
+	BgwJitCycleResult *result = &cycle;
 	BgwJitCycle *e = &result->entry;
 	PacerParams params;
 
@@ -754,232 +619,30 @@ finish_cycle(bool idle)
 		INSTR_TIME_SET_CURRENT(idle_since);
 		idle_valid = true;
 	}
-	result->idle = idle;
-	result->hibernate = idle && ms_since(idle_since) >= HIBERNATE_AFTER_MS;
+	result->hibernate = idle && bgw_jit_ms_since(idle_since) >= HIBERNATE_AFTER_MS;
 
 	pacer_params(&params);
-	pacer_charge(&pacer_state, &params, e->written + e->all_written);
+	bgw_jit_pacer_charge(&pacer_state, &params, e->written + e->all_written);
 	cycle_evicted += e->evicted;
 	cycle_redirtied += e->redirtied;
 
 	/* the cycle goes on in another slice, or it is over */
 	cycle_open = e->sliced;
 	if (!cycle_open)
-		scan_end_cycle();
+		bgw_jit_scan_end_cycle();
 
-	e->smoothed_alloc = scan_jit_state()->smoothed_alloc;
-	e->smoothed_density = scan_jit_state()->smoothed_density;
-	e->cpu_us = scan_thread_cpu_us() - result->cpu_start_us;
-	publish_cycle(result, result->backend_writes);
+	e->smoothed_alloc = bgw_jit_scan_estimates()->smoothed_alloc;
+	e->smoothed_density = bgw_jit_scan_estimates()->smoothed_density;
+	e->cpu_us = bgw_jit_scan_thread_cpu_us() - cycle_cpu_start_us;
+	result->next_to_clean = bgw_jit_scan_next_to_clean();
+	result->cpu_priority = applied_cpu_priority;
+	bgw_jit_publish_cycle(result);
 }
 
-/*
- * Publish a cycle: the worker's current state always; the cycle's figures
- * (counters, history, the backend write count read at its start) only if
- * no reset overtook it, as they belong to the period that was reset.
- */
-static void
-publish_cycle(CycleResult *result, uint64 backend_writes)
-{
-	BgwJitShared *s = bgw_jit_shared;
-	BgwJitCycle *e = &result->entry;
-	uint64		own_absorbed;
-
-	LWLockAcquire(s->lock, LW_EXCLUSIVE);
-
-	if (result->cleared_marks)
-		s->marks_generation = result->generation;
-
-	s->strategy = e->strategy;
-	s->pacing = bgw_jit_pacing;
-	s->strategy_buf_id = result->strategy_buf_id;
-	s->last_cycle_at = e->at;
-	s->conf_load_time = PgReloadTime;
-	s->margin = e->margin;
-	s->hand_rate = e->hand_rate;
-	s->lead_target = e->lead_target;
-	s->sleep_ms = result->hibernate ? -1 : e->sleep_ms;
-	s->cpu_priority = applied_cpu_priority;
-	if (result->cleaned)
-	{
-		s->next_to_clean = scan_next_to_clean();
-		s->bufs_ahead = e->bufs_ahead;
-		s->smoothed_alloc = e->smoothed_alloc;
-		s->smoothed_density = e->smoothed_density;
-		s->upcoming_alloc_est = e->upcoming_alloc_est;
-	}
-
-	/* pg_stat_bgwriter's periods are not ours: fold even if reset */
-	own_absorbed = fold_bgwriter_share(s, result, backend_writes);
-	if (s->reset_generation == result->generation)
-		fold_cycle(s, result, backend_writes, own_absorbed);
-
-	LWLockRelease(s->lock);
-}
-
-/*
- * Add a cycle to the worker's share of pg_stat_bgwriter (for the
- * bgw_jit_bgwriter view); caller holds the lock.
- *
- * A new pg_stat_bgwriter.stats_reset starts a new period: the totals as
- * they are before this cycle are its starting point.  The stats_reset was
- * read at the start of the cycle, before any write, so a cycle's writes
- * count in the period it saw (writes of the cycle during which the reset
- * happened count in the period before, and are lost with it).
- *
- * 15: pg_stat_bgwriter.buffers_backend includes our writes.  It rises
- * when the checkpointer absorbs the backends' write counts and reports
- * them, and then includes all our writes made before this cycle began
- * (more exactly: before the absorption; those between it and this cycle
- * are counted too early, and corrected at the next rise).  So each time
- * buffers_backend changes, our total as of the start of the cycle is what
- * it has absorbed.  At a new period buffers_backend restarted from 0; a
- * value above 0 already is a rise.  Our writes not yet absorbed at the
- * reset are counted in the new period when they are, as core counts any
- * backend's pending writes.  Returns how many of our writes this cycle's
- * reading found newly absorbed.
- */
-static uint64
-fold_bgwriter_share(BgwJitShared *s, CycleResult *result,
-					uint64 backend_writes)
-{
-	BgwJitBgwriterShare *b = &s->bgwriter;
-	BgwJitCycle *e = &result->entry;
-	uint64		absorbed_before = b->absorbed;
-
-	if (b->period_reset != result->bgwriter_reset)
-	{
-		b->period_reset = result->bgwriter_reset;
-		b->period_written = b->written;
-		b->period_maxwritten = b->maxwritten;
-		b->period_absorbed = b->absorbed;
-		b->backend_seen = 0;
-	}
-	if (COMPAT_BACKEND_WRITES_INCLUDE_OWN && backend_writes != b->backend_seen)
-	{
-		b->absorbed = b->written;
-		b->backend_seen = backend_writes;
-	}
-
-	if (result->cleaned)
-	{
-		b->written += e->written + e->all_written;
-		b->maxwritten += e->hit_maxpages ? 1 : 0;
-	}
-	return b->absorbed - absorbed_before;
-}
-
-/*
- * Add a cycle to the counters and the history ring; caller holds the lock.
- * own_absorbed: our writes that this cycle's reading of buffers_backend
- * found newly absorbed (15).
- */
-static void
-fold_cycle(BgwJitShared *s, CycleResult *result, uint64 backend_writes,
-		   uint64 own_absorbed)
-{
-	BgwJitCycle *e = &result->entry;
-
-	s->counters.buf_alloc += e->recent_alloc;
-	s->counters.hibernations += (result->hibernate && !was_hibernating) ? 1 : 0;
-	was_hibernating = result->hibernate;
-
-	/*
-	 * Going backwards means the count restarted (pg_stat_reset_shared() on
-	 * 15, a new worker on 16+).  On 15 buffers_backend rises when the
-	 * checkpointer absorbs its queue, and then includes every write we did
-	 * before this cycle began, those made before our last reset too: add
-	 * the ones it newly absorbed, so that buf_backend can exclude them
-	 * without subtracting writes not yet absorbed.  After our own reset the
-	 * first reading is only the new baseline, and our writes it holds are
-	 * not in the new period's rise.
-	 */
-	if (s->backend_seen_valid)
-	{
-		if (backend_writes != s->backend_seen)
-			s->counters.backend_writes += (backend_writes > s->backend_seen) ?
-				backend_writes - s->backend_seen : backend_writes;
-		s->counters.own_writes_absorbed += own_absorbed;
-	}
-	s->backend_seen = backend_writes;
-	s->backend_seen_valid = true;
-	s->backend_read_at = result->backend_read_at;
-
-	if (!result->cleaned)
-		return;
-
-	if (!result->continues)
-		s->counters.cycles++;
-	s->counters.buf_clean += e->written;
-	s->counters.buf_all_clean += e->all_written;
-	s->counters.buf_combined += e->combined;
-	s->counters.buf_clean_evicted += e->evicted;
-	s->counters.buf_clean_redirtied += e->redirtied;
-	s->counters.maxwritten_clean += e->hit_maxpages ? 1 : 0;
-	s->counters.laps += e->lapped ? 1 : 0;
-	s->counters.buffers_overrun += e->overrun;
-	s->counters.buffers_scanned += e->scanned;
-	s->counters.buffers_reusable += e->reusable_found;
-	s->counters.buf_wal_deferred += e->wal_deferred;
-
-	if (s->history_size > 0)
-	{
-		BgwJitCycle *last = (s->history_count > 0) ?
-			&s->history[(s->history_count - 1) % s->history_size] : NULL;
-
-		e->cycle = s->counters.cycles;
-		if (result->continues && last && last->cycle == e->cycle)
-			merge_slice(last, e);
-		else
-		{
-			s->history[s->history_count % s->history_size] = *e;
-			s->history_count++;
-		}
-	}
-}
-
-/*
- * Add a later slice of a cycle to the cycle's history row: one row a
- * cycle, as one estimate and one plan.  'sleep_ms' becomes the sleep after
- * the slice (1 ms while the cycle goes on), and 'sliced' says that the
- * cycle took more than one slice.
- */
-static void
-merge_slice(BgwJitCycle *row, const BgwJitCycle *e)
-{
-	row->scanned += e->scanned;
-	row->written += e->written;
-	row->all_written += e->all_written;
-	row->combined += e->combined;
-	row->reusable_found += e->reusable_found;
-	row->evicted += e->evicted;
-	row->redirtied += e->redirtied;
-	row->wal_deferred += e->wal_deferred;
-	/* (its overrun is the next cycle's, which plans on it) */
-	row->lapped |= e->lapped;
-	row->hit_maxpages |= e->hit_maxpages;
-	row->sliced = true;
-	row->sleep_ms = e->sleep_ms;
-	row->cpu_us += e->cpu_us;
-	row->smoothed_density = e->smoothed_density;
-}
-
-
-/* Milliseconds on the monotonic clock since 'start'. */
-static double
-ms_since(instr_time start)
-{
-	instr_time	now;
-
-	INSTR_TIME_SET_CURRENT(now);
-	INSTR_TIME_SUBTRACT(now, start);
-	return INSTR_TIME_GET_MILLISEC(now);
-}
-
-/* Restart the controller (pacer_restart()), noting it for the history. */
+/* Restart the controller (bgw_jit_pacer_restart()), noting it for the history. */
 static void
 restart_pacer(void)
 {
-	pacer_restart(&pacer_state);
+	bgw_jit_pacer_restart(&pacer_state);
 	pacer_restarted = true;
 }
