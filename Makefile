@@ -16,8 +16,11 @@ OBJS = \
 	worker.o
 
 EXTENSION = bgw_jit
-DATA = bgw_jit--1.0.sql bgw_jit--1.0--1.1.sql bgw_jit--1.1.sql \
-	bgw_jit--1.1--1.2.sql bgw_jit--1.2.sql bgw_jit--1.2--1.3.sql bgw_jit--1.3.sql
+# the current version's full script, and 1.0's with the update chain, so
+# that databases at any earlier version can be updated and the
+# regression tests can install each one
+DATA = bgw_jit--1.4.sql bgw_jit--1.0.sql bgw_jit--1.0--1.1.sql \
+	bgw_jit--1.1--1.2.sql bgw_jit--1.2--1.3.sql bgw_jit--1.3--1.4.sql
 PGFILEDESC = "bgw_jit - just-in-time background buffer cleaning"
 
 REGRESS = bgw_jit pacer

@@ -3,8 +3,9 @@
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION bgw_jit UPDATE TO '1.1'" to load this file. \quit
 
--- The views and their functions change shape: re-create them as
--- bgw_jit--1.1.sql creates them (the regression test compares the two).
+-- The views and their functions change shape: re-create them.  With the
+-- later update scripts this must end with exactly what the current full
+-- script creates (the regression test compares the two).
 -- Columns buf_clean_useful/buf_clean_wasted/useful_pct become
 -- buf_clean_evicted/buf_clean_redirtied/redirtied_pct (and useful/wasted
 -- evicted/redirtied in the history), which says what the worker can tell;

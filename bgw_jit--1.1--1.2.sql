@@ -3,14 +3,15 @@
 -- complain if script is sourced in psql, rather than via ALTER EXTENSION
 \echo Use "ALTER EXTENSION bgw_jit UPDATE TO '1.2'" to load this file. \quit
 
--- 1.2 adds write combining's counters and monitoring objects.  Whatever
--- is created here must be created exactly as bgw_jit--1.2.sql creates it
--- (the regression test compares an updated install with a fresh one).
+-- 1.2 adds write combining's counters and monitoring objects.  With the
+-- later update scripts this must end with exactly what the current full
+-- script creates (the regression test compares an updated install with a
+-- fresh one).
 
 -- Write combining (bgw_jit.combine_limit): bgw_jit_stats gains
 -- buf_combined and bgw_jit_history combined, the neighbours written along
 -- with a page (included in the writes counted).  The views and their
--- functions are re-created as bgw_jit--1.2.sql creates them.
+-- functions are re-created.
 DROP VIEW bgw_jit_stats;
 DROP FUNCTION bgw_jit_stats();
 

@@ -7,9 +7,10 @@
 -- pg_upgrade can restore the extension on any later major version, and
 -- bgw_jit_stats gains pid, the worker's process id, buf_backend_at,
 -- when the count buf_backend comes from was read, and buf_wal_deferred,
--- the pages put off until the WAL flusher had flushed their WAL.  Whatever is created
--- here must be created exactly as bgw_jit--1.3.sql creates it (the
--- regression test compares an updated install with a fresh one).
+-- the pages put off until the WAL flusher had flushed their WAL.  With
+-- the later update scripts this must end with exactly what the current
+-- full script creates (the regression test compares an updated install
+-- with a fresh one).
 --
 -- bgw_jit_advice reads bgw_jit_stats, bgw_jit_history and
 -- pg_stat_bgwriter, and bgw_jit_bgwriter pg_stat_bgwriter: all are

@@ -106,7 +106,9 @@ bgw_jit_flusher_main(Datum main_arg)
 	BgwJitShared *s = bgw_jit_shared;
 	sigjmp_buf	local_sigjmp_buf;
 	volatile bool stats_pending = false;
-	instr_time	flushed_at;
+
+	/* (static: kept across the longjmp of an ERROR) */
+	static instr_time flushed_at;
 
 	/*
 	 * SIGTERM: leave at the next round, exit code 1, as the cleaner does

@@ -387,9 +387,9 @@ SELECT min_scan_buffers = (SELECT setting::int / 600 FROM pg_settings
 
 -- ALTER EXTENSION UPDATE: already at the default version, a no-op.
 ALTER EXTENSION bgw_jit UPDATE;
-ALTER EXTENSION bgw_jit UPDATE TO '1.3';
+ALTER EXTENSION bgw_jit UPDATE TO '1.4';
 -- (there is no way back)
-ALTER EXTENSION bgw_jit UPDATE TO '1.2';
+ALTER EXTENSION bgw_jit UPDATE TO '1.3';
 ALTER EXTENSION bgw_jit UPDATE TO '0.9';
 
 -- Upgrade paths: every older version, installed and updated to the

@@ -313,6 +313,35 @@ for my $margin (10, 9)
 		  . ($margin == 10 ? 'the pinned margin, nothing to suggest' : 'no finding'));
 }
 
+# --- busy cycles at the 10 ms minimum sleep, each taking several time
+# slices (as under direct I/O), on a made-up history as above ---
+# A cycle's row shows its planned sleep once the cycle is over, and 1 ms
+# only while it still goes on in its slices: the finding counts the
+# first, not the second (1.3's view counted no sliced cycle at all).
+for my $case ([ 10, 'shared_buffers' ], [ 1, '' ])
+{
+	my ($sleep, $expected) = @$case;
+	my $rows = $node->safe_psql('postgres', qq{
+		CREATE TEMP TABLE made_up_stats AS SELECT * FROM bgw_jit_stats;
+		UPDATE made_up_stats SET buf_clean = 5000, buf_backend = 5000,
+			   last_cycle_at = now(), cpu_priority = 'normal';
+		CREATE TEMP TABLE made_up_history AS
+			SELECT * FROM bgw_jit_history LIMIT 0;
+		INSERT INTO made_up_history (cycle, at, strategy, strategy_delta,
+			written, all_written, reusable_found, evicted, redirtied,
+			overrun, lapped, hit_maxpages, elapsed_us, margin, hand_rate,
+			sleep_ms, bufs_ahead, sliced)
+		SELECT i, now() - (30 - i) * interval '100 ms', 'jit', 2000,
+			   100, 0, 100, 100, 0, 1000, true, false, 100000, 2, 20000,
+			   $sleep, 0, true
+		  FROM generate_series(1, 30) i;
+		CREATE TEMP VIEW made_up_advice AS $viewdef
+		SELECT coalesce(string_agg(setting, ','), '') FROM made_up_advice});
+	is($rows, $expected,
+		"sliced busy cycles, sleep_ms $sleep: "
+		  . ($expected ? 'the shared_buffers finding' : 'no finding'));
+}
+
 # --- a pool the hand turns over faster than the worker can wake ---
 $node->safe_psql('postgres', "ALTER SYSTEM SET shared_buffers = '1MB'");
 $node->restart;

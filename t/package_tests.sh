@@ -431,7 +431,7 @@ if [ $pgxn = 1 ]; then
 			echo "outside $dist/ in the zip" >&2
 			return 1
 		fi
-		for f in META.json Makefile bgw_jit.control bgw_jit--1.3.sql LICENSE \
+		for f in META.json Makefile bgw_jit.control bgw_jit--1.4.sql LICENSE \
 			expected/bgw_jit.out sql/bgw_jit.sql t/run_tests.sh bench/setup.sh \
 			debian/rules doc/install.md; do
 			grep -qx "$dist/$f" "$work/zip-files" || {

@@ -1,4 +1,4 @@
-/* bgw_jit--1.2.sql */
+/* bgw_jit--1.4.sql */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION bgw_jit" to load this file. \quit
@@ -33,10 +33,13 @@ CREATE FUNCTION bgw_jit_stats(
     OUT sleep_ms integer,
     OUT buffers_overrun bigint,
     OUT cpu_priority text,
-    OUT buf_combined bigint
+    OUT buf_combined bigint,
+    OUT pid integer,
+    OUT buf_backend_at timestamp with time zone,
+    OUT buf_wal_deferred bigint
 )
 RETURNS record
-AS 'MODULE_PATHNAME', 'bgw_jit_stats_1_2'
+AS 'MODULE_PATHNAME', 'bgw_jit_stats_1_3'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
 
 CREATE VIEW bgw_jit_stats AS
@@ -74,7 +77,10 @@ CREATE VIEW bgw_jit_stats AS
            sleep_ms,
            buffers_overrun,
            cpu_priority,
-           buf_combined
+           buf_combined,
+           pid,
+           buf_backend_at,
+           buf_wal_deferred
     FROM bgw_jit_stats();
 
 CREATE FUNCTION bgw_jit_history(
@@ -105,10 +111,16 @@ CREATE FUNCTION bgw_jit_history(
     OUT lead_target integer,
     OUT sleep_ms integer,
     OUT woken boolean,
-    OUT combined integer
+    OUT combined integer,
+    OUT sliced boolean,
+    OUT restarted boolean,
+    OUT misses double precision,
+    OUT write_rate double precision,
+    OUT backend_writes bigint,
+    OUT wal_deferred integer
 )
 RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'bgw_jit_history_1_2'
+AS 'MODULE_PATHNAME', 'bgw_jit_history_1_3'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
 
 CREATE VIEW bgw_jit_history AS
@@ -162,6 +174,12 @@ CREATE FUNCTION bgw_jit_replay_pacer(
     start_hand_rate double precision DEFAULT 0,
     start_margin double precision DEFAULT 1.5,
     start_planned_ms double precision DEFAULT 0,
+    overrun bigint[] DEFAULT NULL,
+    recent_alloc bigint[] DEFAULT NULL,
+    backend_writes bigint[] DEFAULT NULL,
+    restarted boolean[] DEFAULT NULL,
+    sliced boolean[] DEFAULT NULL,
+    start_backend_writes bigint DEFAULT NULL,
     OUT cycle integer,
     OUT hand_rate double precision,
     OUT surprise double precision,
@@ -169,7 +187,10 @@ CREATE FUNCTION bgw_jit_replay_pacer(
     OUT sleep_ms integer,
     OUT lead_target integer,
     OUT min_scan integer,
-    OUT write_budget integer
+    OUT write_budget integer,
+    OUT misses double precision,
+    OUT idle_pages integer,
+    OUT write_rate double precision
 )
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'bgw_jit_replay_pacer'
@@ -180,7 +201,7 @@ GRANT SELECT ON bgw_jit_stats, bgw_jit_history TO PUBLIC;
 REVOKE ALL ON FUNCTION bgw_jit_reset() FROM PUBLIC;
 
 -- pg_stat_bgwriter with bgw_jit's writes counted as the background
--- writer's (README, "Monitoring").  The function gives the worker's share
+-- writer's (doc/monitoring.md).  The function gives the worker's share
 -- of pg_stat_bgwriter's statistics period that began at 'stats_reset'.
 CREATE FUNCTION bgw_jit_bgwriter(
     stats_reset timestamp with time zone,
@@ -192,49 +213,57 @@ RETURNS record
 AS 'MODULE_PATHNAME', 'bgw_jit_bgwriter_1_2'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
 
--- The view has exactly pg_stat_bgwriter's columns, which depend on the
--- server version: 15 and 16 keep the checkpointer's and the backends'
--- figures there, 17 moved them to pg_stat_checkpointer and pg_stat_io.
-DO $$
-BEGIN
-    IF current_setting('server_version_num')::integer < 170000 THEN
-        CREATE VIEW bgw_jit_bgwriter AS
-            SELECT b.checkpoints_timed,
-                   b.checkpoints_req,
-                   b.checkpoint_write_time,
-                   b.checkpoint_sync_time,
-                   b.buffers_checkpoint,
-                   b.buffers_clean + j.buffers_clean AS buffers_clean,
-                   b.maxwritten_clean + j.maxwritten_clean AS maxwritten_clean,
-                   greatest(b.buffers_backend - j.buffers_backend, 0)
-                       AS buffers_backend,
-                   b.buffers_backend_fsync,
-                   b.buffers_alloc,
-                   b.stats_reset
-              FROM pg_stat_bgwriter b,
-                   bgw_jit_bgwriter(b.stats_reset) j;
-    ELSE
-        CREATE VIEW bgw_jit_bgwriter AS
-            SELECT b.buffers_clean + j.buffers_clean AS buffers_clean,
-                   b.maxwritten_clean + j.maxwritten_clean AS maxwritten_clean,
-                   b.buffers_alloc,
-                   b.stats_reset
-              FROM pg_stat_bgwriter b,
-                   bgw_jit_bgwriter(b.stats_reset) j;
-    END IF;
-END
-$$;
+-- The server's own pg_stat_bgwriter figures, in the same columns on every
+-- version (15's): from 17 the checkpoint ones are pg_stat_checkpointer's
+-- and buffers_backend, buffers_backend_fsync are NULL.  Read in C, so that
+-- nothing here names a column of a system view: pg_upgrade to a version
+-- that dropped one could not restore a view that did (1.2's).
+CREATE FUNCTION bgw_jit_core_bgwriter(
+    OUT checkpoints_timed bigint,
+    OUT checkpoints_req bigint,
+    OUT checkpoint_write_time double precision,
+    OUT checkpoint_sync_time double precision,
+    OUT buffers_checkpoint bigint,
+    OUT buffers_clean bigint,
+    OUT maxwritten_clean bigint,
+    OUT buffers_backend bigint,
+    OUT buffers_backend_fsync bigint,
+    OUT buffers_alloc bigint,
+    OUT stats_reset timestamp with time zone
+)
+RETURNS record
+AS 'MODULE_PATHNAME', 'bgw_jit_core_bgwriter'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+
+CREATE VIEW bgw_jit_bgwriter AS
+    SELECT b.checkpoints_timed,
+           b.checkpoints_req,
+           b.checkpoint_write_time,
+           b.checkpoint_sync_time,
+           b.buffers_checkpoint,
+           b.buffers_clean + j.buffers_clean AS buffers_clean,
+           b.maxwritten_clean + j.maxwritten_clean AS maxwritten_clean,
+           CASE WHEN b.buffers_backend IS NOT NULL
+                THEN greatest(b.buffers_backend - j.buffers_backend, 0)
+           END AS buffers_backend,
+           b.buffers_backend_fsync,
+           b.buffers_alloc,
+           b.stats_reset
+      FROM bgw_jit_core_bgwriter() b,
+           bgw_jit_bgwriter(b.stats_reset) j;
 
 GRANT SELECT ON bgw_jit_bgwriter TO PUBLIC;
 
 -- ---------------------------------------------------------------------------
 -- bgw_jit_advice (1.2): findings on the recent history, the counters and
--- the settings.  Pure SQL over the views above.
+-- the settings.  Pure SQL over the views and functions above and
+-- current_setting(): no column of a system view (1.3; see
+-- bgw_jit_core_bgwriter).
 -- ---------------------------------------------------------------------------
 
 -- bgw_jit_advice: one row per finding on the last five minutes of the
 -- history, the counters and the settings; no rows when nothing is wrong.
--- The findings and their thresholds are listed in README ("Advice").
+-- The findings and their thresholds are listed in doc/monitoring.md ("Advice").
 CREATE VIEW bgw_jit_advice AS
 WITH
 -- bgw_jit_stats raises the "not preloaded" error; settings are read with
@@ -255,11 +284,11 @@ c AS (
            current_setting('bgw_jit.lru_maxpages', true)::integer AS maxpages,
            current_setting('bgw_jit.max_write_rate', true)::float8 AS max_rate,
            current_setting('bgw_jit.cpu_priority', true) AS cpu_priority,
-           (SELECT p.setting::integer FROM pg_settings p
-             WHERE p.name = 'bgw_jit.delay') AS delay_ms,
+           (extract(epoch FROM current_setting('bgw_jit.delay', true)::interval)
+            * 1000)::integer AS delay_ms,
            current_setting('bgwriter_lru_maxpages')::integer AS core_maxpages,
-           (SELECT p.setting::bigint FROM pg_settings p
-             WHERE p.name = 'shared_buffers') AS nbuffers,
+           pg_size_bytes(current_setting('shared_buffers')) /
+               current_setting('block_size')::integer AS nbuffers,
            current_setting('block_size')::integer AS block_size
 ),
 -- The window: the cycles of the last five minutes; "busy" cycles are those
@@ -268,6 +297,7 @@ w AS (
     SELECT count(*) FILTER (WHERE h.strategy_delta > 0) AS busy,
            coalesce(sum(h.strategy_delta), 0) AS moved,
            coalesce(sum(h.written + h.all_written), 0) AS written,
+           coalesce(sum(h.all_written), 0) AS all_written,
            coalesce(sum(h.overrun), 0) AS overrun,
            coalesce(sum(h.elapsed_us), 0) / 1e6 AS seconds,
            count(*) FILTER (WHERE h.strategy_delta > 0 AND h.lapped) AS lapped,
@@ -279,7 +309,9 @@ w AS (
            count(*) FILTER (WHERE h.strategy_delta > 0 AND h.hit_maxpages
                               AND NOT (c.maxpages > 0 AND h.written >= c.maxpages))
                AS hit_rate,
-           count(*) FILTER (WHERE h.strategy_delta > 0 AND h.sleep_ms <= 10)
+           -- (a cycle still going on in its time slices shows sleep_ms 1)
+           count(*) FILTER (WHERE h.strategy_delta > 0 AND h.sleep_ms <= 10
+                              AND NOT (h.sliced AND h.sleep_ms = 1))
                AS min_sleep,
            coalesce(sum(h.evicted), 0) AS evicted,
            coalesce(sum(h.redirtied), 0) AS redirtied,
@@ -367,7 +399,7 @@ findings AS (
            format('pg_stat_bgwriter.buffers_clean = %s since %s; bgw_jit wrote %s since %s',
                   b.buffers_clean, to_char(b.stats_reset, 'YYYY-MM-DD HH24:MI:SS'),
                   e.buf_clean, to_char(e.stats_reset, 'YYYY-MM-DD HH24:MI:SS'))
-      FROM e, pg_stat_bgwriter b
+      FROM e, bgw_jit_core_bgwriter() b
      WHERE e.cleaning AND e.core_maxpages > 0
     UNION ALL
     -- the per-cycle page cap
@@ -487,6 +519,21 @@ findings AS (
       FROM e
      WHERE e.cleaning AND e.evicted + e.redirtied >= 200
        AND e.redirtied_window_pct >= 10
+       AND NOT (e.strategy = 'jit+all' AND e.all_written > 0)
+    UNION ALL
+    -- the all-buffers scan: measured (bench/checkpoints, doc/performance.md)
+    -- to add writes without flattening checkpoints that core spreads
+    SELECT 9, 'notice', 'bgw_jit.strategy', e.strategy, 'jit',
+           'the all-buffers scan of jit+all adds writes and does not flatten checkpoints that are spread (checkpoint_completion_target); jit cleans what backends evict',
+           format('the all-buffers scan wrote %s of the %s pages the worker wrote in the last %s s%s; checkpoint_completion_target = %s',
+                  e.all_written, e.written, round(e.seconds),
+                  CASE WHEN e.evicted + e.redirtied > 0
+                       THEN format(', and %s%% of the %s writes judged were dirtied again before eviction',
+                                   round(e.redirtied_window_pct, 1), e.evicted + e.redirtied)
+                       ELSE '' END,
+                  current_setting('checkpoint_completion_target'))
+      FROM e
+     WHERE e.enabled = 'on' AND e.strategy = 'jit+all' AND e.all_written > 0
 )
 SELECT severity, setting, current_value, suggested_value, finding, evidence
   FROM findings

@@ -1,270 +1,21 @@
-/* bgw_jit--1.3.sql */
+/* bgw_jit--1.3--1.4.sql */
 
--- complain if script is sourced in psql, rather than via CREATE EXTENSION
-\echo Use "CREATE EXTENSION bgw_jit" to load this file. \quit
+-- complain if script is sourced in psql, rather than via ALTER EXTENSION
+\echo Use "ALTER EXTENSION bgw_jit UPDATE TO '1.4'" to load this file. \quit
 
-CREATE FUNCTION bgw_jit_stats(
-    OUT strategy text,
-    OUT buf_clean bigint,
-    OUT buf_all_clean bigint,
-    OUT buf_backend bigint,
-    OUT buf_alloc bigint,
-    OUT buf_clean_evicted bigint,
-    OUT buf_clean_redirtied bigint,
-    OUT maxwritten_clean bigint,
-    OUT cycles bigint,
-    OUT laps bigint,
-    OUT hibernations bigint,
-    OUT buffers_scanned bigint,
-    OUT buffers_reusable bigint,
-    OUT strategy_buf_id integer,
-    OUT next_to_clean integer,
-    OUT bufs_ahead integer,
-    OUT smoothed_alloc double precision,
-    OUT smoothed_density double precision,
-    OUT upcoming_alloc_est integer,
-    OUT last_cycle_at timestamp with time zone,
-    OUT stats_reset timestamp with time zone,
-    OUT conf_load_time timestamp with time zone,
-    OUT pacing text,
-    OUT margin double precision,
-    OUT hand_rate double precision,
-    OUT lead_target integer,
-    OUT sleep_ms integer,
-    OUT buffers_overrun bigint,
-    OUT cpu_priority text,
-    OUT buf_combined bigint,
-    OUT pid integer,
-    OUT buf_backend_at timestamp with time zone,
-    OUT buf_wal_deferred bigint
-)
-RETURNS record
-AS 'MODULE_PATHNAME', 'bgw_jit_stats_1_3'
-LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
-
-CREATE VIEW bgw_jit_stats AS
-    SELECT strategy,
-           buf_clean,
-           buf_all_clean,
-           buf_backend,
-           buf_alloc,
-           round(100.0 * buf_clean / nullif(buf_clean + buf_backend, 0), 2)
-               AS cleaner_pct,
-           buf_clean_evicted,
-           buf_clean_redirtied,
-           round(100.0 * buf_clean_redirtied /
-                 nullif(buf_clean_evicted + buf_clean_redirtied, 0), 2)
-               AS redirtied_pct,
-           maxwritten_clean,
-           cycles,
-           laps,
-           hibernations,
-           buffers_scanned,
-           buffers_reusable,
-           strategy_buf_id,
-           next_to_clean,
-           bufs_ahead,
-           smoothed_alloc,
-           smoothed_density,
-           upcoming_alloc_est,
-           last_cycle_at,
-           stats_reset,
-           conf_load_time,
-           pacing,
-           margin,
-           hand_rate,
-           lead_target,
-           sleep_ms,
-           buffers_overrun,
-           cpu_priority,
-           buf_combined,
-           pid,
-           buf_backend_at,
-           buf_wal_deferred
-    FROM bgw_jit_stats();
-
-CREATE FUNCTION bgw_jit_history(
-    OUT cycle bigint,
-    OUT at timestamp with time zone,
-    OUT strategy text,
-    OUT recent_alloc bigint,
-    OUT alloc_reported bigint,
-    OUT strategy_delta bigint,
-    OUT smoothed_alloc double precision,
-    OUT smoothed_density double precision,
-    OUT upcoming_alloc_est integer,
-    OUT bufs_ahead integer,
-    OUT scanned integer,
-    OUT written integer,
-    OUT all_written integer,
-    OUT reusable_found integer,
-    OUT evicted integer,
-    OUT redirtied integer,
-    OUT lapped boolean,
-    OUT hit_maxpages boolean,
-    OUT cpu_us bigint,
-    OUT elapsed_us bigint,
-    OUT overrun bigint,
-    OUT surprise double precision,
-    OUT margin double precision,
-    OUT hand_rate double precision,
-    OUT lead_target integer,
-    OUT sleep_ms integer,
-    OUT woken boolean,
-    OUT combined integer,
-    OUT sliced boolean,
-    OUT restarted boolean,
-    OUT misses double precision,
-    OUT write_rate double precision,
-    OUT backend_writes bigint,
-    OUT wal_deferred integer
-)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'bgw_jit_history_1_3'
-LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
-
-CREATE VIEW bgw_jit_history AS
-    SELECT * FROM bgw_jit_history();
-
-CREATE FUNCTION bgw_jit_reset()
-RETURNS void
-AS 'MODULE_PATHNAME', 'bgw_jit_reset'
-LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
-
--- STABLE: a NULL nbuffers means this server's shared_buffers.
-CREATE FUNCTION bgw_jit_replay(
-    recent_allocs bigint[],
-    strategy_deltas bigint[],
-    bufs_ahead bigint[] DEFAULT NULL,
-    scanned bigint[] DEFAULT NULL,
-    reusable_found bigint[] DEFAULT NULL,
-    lru_multiplier double precision DEFAULT 2.0,
-    smoothing_samples integer DEFAULT 16,
-    delay integer DEFAULT 200,
-    scan_whole_pool_seconds integer DEFAULT 120,
-    nbuffers integer DEFAULT NULL,
-    start_smoothed_alloc double precision DEFAULT 0,
-    start_smoothed_density double precision DEFAULT 10,
-    OUT cycle integer,
-    OUT smoothed_alloc double precision,
-    OUT smoothed_density double precision,
-    OUT reusable_buffers_est integer,
-    OUT min_scan_buffers integer,
-    OUT upcoming_alloc_est integer
-)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'bgw_jit_replay'
-LANGUAGE C CALLED ON NULL INPUT STABLE PARALLEL SAFE;
-
-CREATE FUNCTION bgw_jit_replay_pacer(
-    elapsed_us bigint[],
-    hand_moved bigint[],
-    written bigint[] DEFAULT NULL,
-    evicted bigint[] DEFAULT NULL,
-    redirtied bigint[] DEFAULT NULL,
-    woken boolean[] DEFAULT NULL,
-    lru_multiplier text DEFAULT 'auto',
-    pacing text DEFAULT 'auto',
-    delay integer DEFAULT 200,
-    smoothing_samples integer DEFAULT 16,
-    scan_whole_pool_seconds integer DEFAULT 120,
-    nbuffers integer DEFAULT NULL,
-    max_write_rate double precision DEFAULT 0,
-    lru_maxpages integer DEFAULT -1,
-    start_hand_rate double precision DEFAULT 0,
-    start_margin double precision DEFAULT 1.5,
-    start_planned_ms double precision DEFAULT 0,
-    overrun bigint[] DEFAULT NULL,
-    recent_alloc bigint[] DEFAULT NULL,
-    backend_writes bigint[] DEFAULT NULL,
-    restarted boolean[] DEFAULT NULL,
-    sliced boolean[] DEFAULT NULL,
-    start_backend_writes bigint DEFAULT NULL,
-    OUT cycle integer,
-    OUT hand_rate double precision,
-    OUT surprise double precision,
-    OUT margin double precision,
-    OUT sleep_ms integer,
-    OUT lead_target integer,
-    OUT min_scan integer,
-    OUT write_budget integer,
-    OUT misses double precision,
-    OUT idle_pages integer,
-    OUT write_rate double precision
-)
-RETURNS SETOF record
-AS 'MODULE_PATHNAME', 'bgw_jit_replay_pacer'
-LANGUAGE C CALLED ON NULL INPUT STABLE PARALLEL SAFE;
-
--- Like pg_stat_bgwriter: statistics for everyone, reset for the few.
-GRANT SELECT ON bgw_jit_stats, bgw_jit_history TO PUBLIC;
-REVOKE ALL ON FUNCTION bgw_jit_reset() FROM PUBLIC;
-
--- pg_stat_bgwriter with bgw_jit's writes counted as the background
--- writer's (doc/monitoring.md).  The function gives the worker's share
--- of pg_stat_bgwriter's statistics period that began at 'stats_reset'.
-CREATE FUNCTION bgw_jit_bgwriter(
-    stats_reset timestamp with time zone,
-    OUT buffers_clean bigint,
-    OUT maxwritten_clean bigint,
-    OUT buffers_backend bigint
-)
-RETURNS record
-AS 'MODULE_PATHNAME', 'bgw_jit_bgwriter_1_2'
-LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL RESTRICTED;
-
--- The server's own pg_stat_bgwriter figures, in the same columns on every
--- version (15's): from 17 the checkpoint ones are pg_stat_checkpointer's
--- and buffers_backend, buffers_backend_fsync are NULL.  Read in C, so that
--- nothing here names a column of a system view: pg_upgrade to a version
--- that dropped one could not restore a view that did (1.2's).
-CREATE FUNCTION bgw_jit_core_bgwriter(
-    OUT checkpoints_timed bigint,
-    OUT checkpoints_req bigint,
-    OUT checkpoint_write_time double precision,
-    OUT checkpoint_sync_time double precision,
-    OUT buffers_checkpoint bigint,
-    OUT buffers_clean bigint,
-    OUT maxwritten_clean bigint,
-    OUT buffers_backend bigint,
-    OUT buffers_backend_fsync bigint,
-    OUT buffers_alloc bigint,
-    OUT stats_reset timestamp with time zone
-)
-RETURNS record
-AS 'MODULE_PATHNAME', 'bgw_jit_core_bgwriter'
-LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
-
-CREATE VIEW bgw_jit_bgwriter AS
-    SELECT b.checkpoints_timed,
-           b.checkpoints_req,
-           b.checkpoint_write_time,
-           b.checkpoint_sync_time,
-           b.buffers_checkpoint,
-           b.buffers_clean + j.buffers_clean AS buffers_clean,
-           b.maxwritten_clean + j.maxwritten_clean AS maxwritten_clean,
-           CASE WHEN b.buffers_backend IS NOT NULL
-                THEN greatest(b.buffers_backend - j.buffers_backend, 0)
-           END AS buffers_backend,
-           b.buffers_backend_fsync,
-           b.buffers_alloc,
-           b.stats_reset
-      FROM bgw_jit_core_bgwriter() b,
-           bgw_jit_bgwriter(b.stats_reset) j;
-
-GRANT SELECT ON bgw_jit_bgwriter TO PUBLIC;
-
--- ---------------------------------------------------------------------------
--- bgw_jit_advice (1.2): findings on the recent history, the counters and
--- the settings.  Pure SQL over the views and functions above and
--- current_setting(): no column of a system view (1.3; see
--- bgw_jit_core_bgwriter).
--- ---------------------------------------------------------------------------
+-- 1.4: bgw_jit_advice counts every busy cycle that planned the 10 ms
+-- minimum sleep, also one that took more than one time slice.  1.3 left
+-- those out (when 1.3 was written, such a cycle's row showed the 1 ms
+-- between its slices), so where most busy cycles are sliced, as under
+-- direct I/O, the shared_buffers finding could not fire.  Same columns:
+-- replaced in place, privileges and comment kept.  Whatever is created
+-- here must be created exactly as bgw_jit--1.4.sql creates it (the
+-- regression test compares an updated install with a fresh one).
 
 -- bgw_jit_advice: one row per finding on the last five minutes of the
 -- history, the counters and the settings; no rows when nothing is wrong.
 -- The findings and their thresholds are listed in doc/monitoring.md ("Advice").
-CREATE VIEW bgw_jit_advice AS
+CREATE OR REPLACE VIEW bgw_jit_advice AS
 WITH
 -- bgw_jit_stats raises the "not preloaded" error; settings are read with
 -- missing_ok so that no other error can come first.
@@ -309,8 +60,9 @@ w AS (
            count(*) FILTER (WHERE h.strategy_delta > 0 AND h.hit_maxpages
                               AND NOT (c.maxpages > 0 AND h.written >= c.maxpages))
                AS hit_rate,
+           -- (a cycle still going on in its time slices shows sleep_ms 1)
            count(*) FILTER (WHERE h.strategy_delta > 0 AND h.sleep_ms <= 10
-                              AND NOT h.sliced)
+                              AND NOT (h.sliced AND h.sleep_ms = 1))
                AS min_sleep,
            coalesce(sum(h.evicted), 0) AS evicted,
            coalesce(sum(h.redirtied), 0) AS redirtied,
@@ -537,5 +289,3 @@ findings AS (
 SELECT severity, setting, current_value, suggested_value, finding, evidence
   FROM findings
  ORDER BY severity = 'notice', rank, setting;
-
-GRANT SELECT ON bgw_jit_advice TO PUBLIC;
