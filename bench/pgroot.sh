@@ -304,6 +304,11 @@ bgw_jit_pgroot_cleanup() {
 			bgw_jit_pgroot_remove "$BGW_JIT_PGROOT_CREATING"
 		BGW_JIT_PGROOT_CREATING=
 	fi
+	# the caller's own clean-up of what it bound into the root
+	if [ -n "${BGW_JIT_PGROOT_ON_EXIT:-}" ]; then
+		$BGW_JIT_PGROOT_ON_EXIT || status=1
+		BGW_JIT_PGROOT_ON_EXIT=
+	fi
 	exit $status
 }
 

@@ -7,7 +7,8 @@
 # relations, normal context), and keeps its pid throughout; with the
 # worker disabled the same count shows the backends writing them (the
 # control).  On 15, which lacks the setting, bench/run --direct-io refuses
-# with a message naming the server and leaves no results behind.
+# with a message naming the server and leaves no results behind; so does
+# --slow-device without root, or with a rate it cannot read.
 use strict;
 use warnings;
 
@@ -17,6 +18,19 @@ use Test::More;
 use FindBin;
 use lib $FindBin::RealBin;
 use BgwJitTest;
+
+# The loop devices over a file of a bench/run --slow-device (bench/slowdev.sh).
+sub slowdev_loops
+{
+	my @loops;
+	for my $b (glob('/sys/block/loop*/loop/backing_file'))
+	{
+		open(my $f, '<', $b) or next;
+		my $file = <$f> // '';
+		push @loops, $b if $file =~ m{^/var/tmp/bgw_jit_slowdev\.};
+	}
+	return sort @loops;
+}
 
 my $scale = 5;
 my $node = new_bgw_jit_node('direct_io', <<'EOC');
@@ -37,6 +51,28 @@ if ($node->pg_version < 16)
 	like($stderr, qr/--direct-io: debug_io_direct exists from PostgreSQL 16 on; this server is .*15\./,
 		'saying why, with the server it found');
 	ok(!-e $out, 'and writes no results');
+
+	# bench/run --slow-device refuses, saying why, before it makes
+	# anything: without root (this test runs as the server account), and
+	# for a rate it cannot read.  (t/slow_device_tests.sh runs it as root.)
+	my @loops_before = slowdev_loops();
+	for my $case (
+		[ '30M,2000', qr/--slow-device: needs root: it makes a loop device/, 'without root' ],
+		[ '30Q', qr/--slow-device: BPS\[,IOPS\]: bytes a second .* not '30Q'/, 'a malformed rate' ])
+	{
+		my ($spec, $why, $label) = @$case;
+		$out = PostgreSQL::Test::Utils::tempdir() . '/bench';
+		$ok = IPC::Run::run(
+			[
+				'bash', "$FindBin::RealBin/../bench/run", '--slow-device', $spec,
+				'--no-build', '--quick', '--out', $out
+			],
+			'>', \$stdout, '2>', \$stderr);
+		ok(!$ok, "bench/run --slow-device $spec fails ($label)");
+		like($stderr, $why, '  saying why');
+		ok(!-e $out, '  and writes no results');
+		is_deeply([ slowdev_loops() ], \@loops_before, '  and makes no loop device');
+	}
 	done_testing();
 	exit;
 }

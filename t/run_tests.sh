@@ -18,6 +18,17 @@ set -euo pipefail
 # server, with the few libraries of Debian 12's it needs that trixie lacks
 # (ICU 72, OpenLDAP 2.5, libunistring 2), is bound into the 17 root
 # read-only, the libraries found by t/019 alone (LD_LIBRARY_PATH).
+# bench/run --slow-device makes and removes a throttled device on the
+# host (t/slow_device_tests.sh, as root): with the whole suite on 15, and
+# on 17, whose run goes through its root.
+slowdev_status=0
+if [ -z "${BGW_JIT_IN_ROOT:-}" ] && [ -z "${PROVE_TESTS:-}" ] &&
+	[ -z "${BGW_JIT_UPGRADE_FROM+set}" ] && [ "$(id -u)" -eq 0 ] &&
+	{ [ "${PG_MAJOR:-15}" = 15 ] || [ "${PG_MAJOR:-15}" = 17 ]; }; then
+	echo "== bench/run --slow-device (t/slow_device_tests.sh)"
+	PG_MAJOR=${PG_MAJOR:-15} bash "$(dirname "$0")/slow_device_tests.sh" ||
+		slowdev_status=1
+fi
 pg15=/usr/lib/postgresql/15
 if [ "${PG_MAJOR:-15}" = 17 ] && [ -z "${BGW_JIT_IN_ROOT:-}" ] &&
 	[ -z "${BGW_JIT_UPGRADE_FROM+set}" ]; then
@@ -49,9 +60,15 @@ if [ "${PG_MAJOR:-15}" = 17 ] && [ -z "${BGW_JIT_IN_ROOT:-}" ] &&
 			--bind "/usr/share/postgresql/15:/usr/share/postgresql/15:ro" "$0" "$@"
 	) || rc=$?
 	rm -rf "$from15"
+	[ $slowdev_status = 0 ] || rc=1
 	exit $rc
 fi
-bgw_jit_pgroot_run "$0" "$@"
+if bgw_jit_pgroot_wanted; then
+	rc=0
+	(bgw_jit_pgroot_run "$0" "$@") || rc=$?
+	[ $slowdev_status = 0 ] || rc=1
+	exit $rc
+fi
 . "$(dirname "$0")/../bench/setup.sh"
 
 # (prometheus-postgres-exporter: t/012 scrapes it; python3 and gnuplot-nox:
@@ -130,6 +147,7 @@ if [ "$PG_MAJOR" = 15 ] && [ -z "${PROVE_TESTS:-}" ]; then
 	bash "$(dirname "$0")/core_recovery_tests.sh" "$work" "$BGW_JIT_STAGE_CONF" || status=$?
 fi
 
+[ $slowdev_status = 0 ] || status=1
 if [ $status -ne 0 ]; then
 	keep=1
 	# (in a Debian root, $work is below the root's directory)
