@@ -1,5 +1,5 @@
 --
--- The controller's budget, miss and slice rules, transcribed here from
+-- The controller's budget and miss rules, transcribed here from
 -- their documentation (doc/internals.md, "Pacing"; pacer.h) and compared
 -- with bgw_jit_replay_pacer() on made-up inputs.  The TAP tests replay the
 -- live history through the worker's own code, which shows that the
@@ -204,22 +204,3 @@ SELECT count(*) AS cycles,
        FULL JOIN LATERAL pg_temp.miss_rule(
                   c.mv, c.ov, c.al, CASE WHEN c.with_backend THEN c.bw END,
                   0, 1.0) t USING (cycle);
-
--- The slices: a later slice continues its cycle, takes no sample and
--- plans nothing, and the history has one row a cycle; so marking rows
--- sliced changes no decision.
-SELECT count(*) AS cycles,
-       count(*) FILTER (WHERE (a.*)::text <> (b.*)::text) AS differ
-  FROM bgw_jit_replay_pacer(ARRAY[200000, 10000, 200000, 5000000, 1000],
-                            ARRAY[40000, 2000, 80000, 0, 10],
-                            ARRAY[1000, 50, 3000, 0, 0],
-                            overrun => ARRAY[0, 10, 0, 0, 0],
-                            recent_alloc => ARRAY[4000, 200, 9000, 0, 1],
-                            nbuffers => 100000) a
-  JOIN bgw_jit_replay_pacer(ARRAY[200000, 10000, 200000, 5000000, 1000],
-                            ARRAY[40000, 2000, 80000, 0, 10],
-                            ARRAY[1000, 50, 3000, 0, 0],
-                            overrun => ARRAY[0, 10, 0, 0, 0],
-                            recent_alloc => ARRAY[4000, 200, 9000, 0, 1],
-                            sliced => array_fill(true, ARRAY[5]),
-                            nbuffers => 100000) b USING (cycle);
