@@ -23,7 +23,7 @@ DATA = bgw_jit--1.4.sql bgw_jit--1.0.sql bgw_jit--1.0--1.1.sql \
 	bgw_jit--1.1--1.2.sql bgw_jit--1.2--1.3.sql bgw_jit--1.3--1.4.sql
 PGFILEDESC = "bgw_jit - just-in-time background buffer cleaning"
 
-REGRESS = bgw_jit pacer
+REGRESS = bgw_jit pacer pacer_rules
 # "make installcheck" runs the pg_regress suite against the running server
 # (PGHOST, PGPORT, PGUSER as usual), as for any PGXS module: that server
 # must preload the library with the settings in bgw_jit.conf

@@ -149,7 +149,8 @@ my ($replayed, $matching) = replay_estimator_matches(
 	cycles => 'SELECT * FROM bgw_jit_history ORDER BY cycle DESC LIMIT 300',
 	multiplier => 4.0, smoothing => 16, delay => 20, whole => 120);
 cmp_ok($replayed, '>', 50, "replayed $replayed cycles of history");
-is($matching, $replayed, 'replay reproduces every cycle exactly');
+is($matching, $replayed,
+	'the history records the estimator\'s inputs: its own code (bgw_jit_replay) replays every cycle exactly');
 # bgw_jit_replay() runs the worker's own estimator code; the same cycles
 # through core's arithmetic, transcribed independently in PL/pgSQL, must
 # give the same figures.

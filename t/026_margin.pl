@@ -68,6 +68,8 @@ ok( $node->poll_query_until(
 	'fifty cycles since the stop');
 # (the load has done its part: the rest of its 40 s would be waited out)
 kill_pgbench($node, $load->{h});
+# The history records what the controller decided from: its own code
+# replays it (not a check of the rules: sql/pacer_rules.sql is).
 # The whole history, from the worker's start: a replay from a later cycle
 # must start where the backends' writes were just counted afresh, which
 # under a load the cleaner keeps up with may never happen before the stop.
@@ -75,7 +77,9 @@ my $cycles = $node->safe_psql('postgres', 'SELECT count(*) FROM bgw_jit_history'
 my ($replayed, $differ) = replay_pacer_mismatches($node, undef);
 cmp_ok($replayed, '>=', $cycles,
 	"replayed all $replayed cycles since the worker started, misses included");
-is($differ, 0, 'the replay reproduces every decision of the controller');
+is($differ, 0,
+	'the history records the controller\'s inputs, misses included: its own code '
+	  . '(bgw_jit_replay_pacer) replays every decision');
 
 $node->stop;
 done_testing();
