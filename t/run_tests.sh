@@ -135,10 +135,26 @@ echo "== pg_regress and TAP tests"
 # is spent waiting for a server, a load or the worker, and each file has
 # clusters, ports and directories of its own).
 prove_jobs=${BGW_JIT_PROVE_JOBS:-2}
+# The whole suite starts with the files that take longest (about a minute
+# each, CI 2026-12-07), so that no long file is left to run alone at the
+# end while the other job slot idles; the rest in name order.
+prove_tests=${PROVE_TESTS:-}
+if [ -z "$prove_tests" ]; then
+	slow_first="t/024_columns.pl t/008_soak.pl t/013_advice.pl t/018_bounded.pl
+		t/030_relfilenode_reuse.pl t/006_drop_under_load.pl t/021_settings.pl"
+	prove_tests=$(
+		cd "$(dirname "$0")/.."
+		for f in $slow_first; do [ -f "$f" ] && echo "$f"; done
+		for f in t/[0-9]*.pl; do
+			case " $(echo $slow_first) " in *" $f "*) ;; *) echo "$f" ;; esac
+		done
+	)
+	prove_tests=$(echo $prove_tests)
+fi
 as_server_user env TEMP_CONFIG="$BGW_JIT_STAGE_CONF" ${upgrade_env[@]+"${upgrade_env[@]}"} \
 	make -C "$work/test/src" PG_CONFIG="$PG_CONFIG" installcheck \
 	TEMP_INSTANCE=1 TAP_TESTS=1 "PROVE_FLAGS=--timer -j$prove_jobs" \
-	${PROVE_TESTS:+PROVE_TESTS="$PROVE_TESTS"} || status=$?
+	PROVE_TESTS="$prove_tests" || status=$?
 
 # PostgreSQL's own recovery tests 032-034 with bgw_jit preloaded, where
 # apt has the server's source package (bookworm: 15's only; not when
