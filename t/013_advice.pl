@@ -288,40 +288,13 @@ ok( $node->poll_query_until(
 my $viewdef = $node->safe_psql('postgres', "SELECT pg_get_viewdef('bgw_jit_advice')");
 $viewdef =~ s/\bbgw_jit_history\b/pg_temp.made_up_history/g;
 $viewdef =~ s/\bbgw_jit_stats\b/pg_temp.made_up_stats/g;
-for my $margin (10, 9)
-{
-	my $rows = $node->safe_psql('postgres', qq{
-		CREATE TEMP TABLE made_up_stats AS SELECT * FROM bgw_jit_stats;
-		UPDATE made_up_stats SET buf_clean = 5000, buf_backend = 5000,
-			   last_cycle_at = now(), cpu_priority = 'normal';
-		CREATE TEMP TABLE made_up_history AS
-			SELECT * FROM bgw_jit_history LIMIT 0;
-		INSERT INTO made_up_history (cycle, at, strategy, strategy_delta,
-			written, all_written, reusable_found, evicted, redirtied,
-			overrun, lapped, hit_maxpages, elapsed_us, margin, hand_rate,
-			sleep_ms, bufs_ahead)
-		SELECT i, now() - (30 - i) * interval '100 ms', 'jit', 2000,
-			   100, 0, 100, 100, 0, 1000, true, false, 100000, $margin, 20000,
-			   50, 0
-		  FROM generate_series(1, 30) i;
-		CREATE TEMP VIEW made_up_advice AS $viewdef
-		SELECT coalesce(setting, '') || '|' || coalesce(suggested_value, '(null)')
-		  FROM made_up_advice});
-	is($rows,
-		$margin == 10 ? 'bgw_jit.lru_multiplier|(null)' : '',
-		"made-up history, margin $margin: "
-		  . ($margin == 10 ? 'the pinned margin, nothing to suggest' : 'no finding'));
-}
 
-# --- busy cycles at the 10 ms minimum sleep, each taking several time
-# slices (as under direct I/O), on a made-up history as above ---
-# A cycle's row shows its planned sleep once the cycle is over, and 1 ms
-# only while it still goes on in its slices: the finding counts the
-# first, not the second (1.3's view counted no sliced cycle at all).
-for my $case ([ 10, 'shared_buffers' ], [ 1, '' ])
+# The findings ("setting|suggested" lines) over 30 made-up busy cycles,
+# 100 ms apart, lapped, with backends writing as much as the worker.
+sub made_up_advice
 {
-	my ($sleep, $expected) = @$case;
-	my $rows = $node->safe_psql('postgres', qq{
+	my (%c) = @_;
+	return $node->safe_psql('postgres', qq{
 		CREATE TEMP TABLE made_up_stats AS SELECT * FROM bgw_jit_stats;
 		UPDATE made_up_stats SET buf_clean = 5000, buf_backend = 5000,
 			   last_cycle_at = now(), cpu_priority = 'normal';
@@ -332,15 +305,32 @@ for my $case ([ 10, 'shared_buffers' ], [ 1, '' ])
 			overrun, lapped, hit_maxpages, elapsed_us, margin, hand_rate,
 			sleep_ms, bufs_ahead, sliced)
 		SELECT i, now() - (30 - i) * interval '100 ms', 'jit', 2000,
-			   100, 0, 100, 100, 0, 1000, true, false, 100000, 2, 20000,
-			   $sleep, 0, true
+			   100, 0, 100, 100, 0, 1000, true, false, 100000, $c{margin}, 20000,
+			   $c{sleep_ms}, 0, $c{sliced}
 		  FROM generate_series(1, 30) i;
 		CREATE TEMP VIEW made_up_advice AS $viewdef
-		SELECT coalesce(string_agg(setting, ','), '') FROM made_up_advice});
-	is($rows, $expected,
-		"sliced busy cycles, sleep_ms $sleep: "
-		  . ($expected ? 'the shared_buffers finding' : 'no finding'));
+		SELECT coalesce(setting, '') || '|' || coalesce(suggested_value, '(null)')
+		  FROM made_up_advice ORDER BY 1});
 }
+
+for my $margin (10, 9)
+{
+	is(made_up_advice(margin => $margin, sleep_ms => 50, sliced => 'false'),
+		$margin == 10 ? 'bgw_jit.lru_multiplier|(null)' : '',
+		"made-up history, margin $margin: "
+		  . ($margin == 10 ? 'the pinned margin, nothing to suggest' : 'no finding'));
+}
+
+# --- busy cycles at the 10 ms minimum sleep, each taking several time
+# slices (as under direct I/O), on a made-up history as above ---
+# A cycle's row shows its planned sleep once the cycle is over, and 1 ms
+# only while it still goes on in its slices: the finding counts the
+# first, not the second (1.3's view counted no sliced cycle at all).
+like(made_up_advice(margin => 2, sleep_ms => 10, sliced => 'true'),
+	qr/^shared_buffers\|\d+MB$/,
+	'sliced busy cycles at sleep_ms 10: the shared_buffers finding');
+is(made_up_advice(margin => 2, sleep_ms => 1, sliced => 'true'),
+	'', 'sliced busy cycles still in their slices (sleep_ms 1): no finding');
 
 # --- a pool the hand turns over faster than the worker can wake ---
 $node->safe_psql('postgres', "ALTER SYSTEM SET shared_buffers = '1MB'");
