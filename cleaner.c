@@ -134,12 +134,15 @@ bgw_jit_cleaner_clear_marks(void)
  * when it wrote, the page's tag in *written.  With 'deferred', a page
  * whose WAL is not flushed yet is not written but put off
  * (CLEANER_DEFERRED; its tag in *written, its LSN in *deferred): whoever
- * flushes that WAL, the caller arranges it.  (ReadRecentBuffer makes room
+ * flushes that WAL, the caller arranges it.  With 'claim_only', a
+ * buffer that would be written is not: CLEANER_CLAIMED, its tag in
+ * *written, for another process to write.  (ReadRecentBuffer makes room
  * in CurrentResourceOwner for its pin.)
  */
 static int
 sync_buffer(int buf_id, const BufferTag *expect, WritebackContext *wb_context,
-			bool any_usage, BufferTag *written, XLogRecPtr *deferred)
+			bool any_usage, BufferTag *written, XLogRecPtr *deferred,
+			bool claim_only)
 {
 	BufferDesc *desc = GetBufferDescriptor(buf_id);
 	uint32	   *mark = &clean_marks[buf_id];
@@ -172,6 +175,13 @@ sync_buffer(int buf_id, const BufferTag *expect, WritebackContext *wb_context,
 	}
 	tag = desc->tag;
 	compat_unlock_buf_hdr(desc, state);
+
+	/* dirty still: no reserve until written */
+	if (claim_only)
+	{
+		*written = tag;
+		return (result & ~CLEANER_REUSABLE) | CLEANER_CLAIMED;
+	}
 
 	/* It was evicted and reused in between: no longer ours to judge. */
 	if (!compat_pin_if_tag(&tag, buffer, state))
@@ -281,7 +291,7 @@ write_neighbours(const BufferTag *tag, int limit, WritebackContext *wb_context,
 				break;
 			/* (one whose WAL is not flushed ends the run, not put off) */
 			outcome = sync_buffer(buf_id, &next, wb_context, any_usage,
-								  &written, defer_wal ? &lsn : NULL);
+								  &written, defer_wal ? &lsn : NULL, false);
 			combined->evicted += (outcome & CLEANER_EVICTED) ? 1 : 0;
 			combined->redirtied += (outcome & CLEANER_REDIRTIED) ? 1 : 0;
 			if (!(outcome & CLEANER_WRITTEN))
@@ -312,7 +322,7 @@ bgw_jit_cleaner_sync_buffer(int buf_id, WritebackContext *wb_context,
 	int			result;
 
 	result = sync_buffer(buf_id, NULL, wb_context, any_usage, &written,
-						 deferred != NULL ? &lsn : NULL);
+						 deferred != NULL ? &lsn : NULL, false);
 	if ((result & CLEANER_WRITTEN) && combine_limit > 1)
 		write_neighbours(&written, combine_limit, wb_context, any_usage,
 						 deferred != NULL, combined);
@@ -343,5 +353,31 @@ bgw_jit_cleaner_sync_deferred(int buf_id, CleanerDeferred *deferred,
 						buf_id + 1)));
 #endif
 	return sync_buffer(buf_id, &deferred->tag, wb_context, false, &written,
-					   defer ? &deferred->lsn : NULL);
+					   defer ? &deferred->lsn : NULL, false);
+}
+
+/*
+ * Whether buffer 'buf_id' would be written (valid, dirty, unpinned, usage
+ * count 0), without writing it: CLEANER_CLAIMED and the page's tag in
+ * *tag, for a writer process (writers.c) to write with
+ * bgw_jit_cleaner_write_claimed().  Judges the buffer's mark as a write
+ * would.  Returns CLEANER_* flags.
+ */
+int
+bgw_jit_cleaner_claim(int buf_id, BufferTag *tag)
+{
+	return sync_buffer(buf_id, NULL, NULL, false, tag, NULL, true);
+}
+
+/*
+ * Write a page claimed by bgw_jit_cleaner_claim(), if buffer 'buf_id'
+ * still holds it and it still qualifies.  Returns CLEANER_* flags.
+ */
+int
+bgw_jit_cleaner_write_claimed(int buf_id, const BufferTag *tag,
+							  WritebackContext *wb_context)
+{
+	BufferTag	written;
+
+	return sync_buffer(buf_id, tag, wb_context, false, &written, NULL, false);
 }

@@ -19,6 +19,7 @@
 #define CLEANER_EVICTED		0x04	/* an earlier write's page has left */
 #define CLEANER_REDIRTIED	0x08	/* an earlier write's page is dirty again */
 #define CLEANER_DEFERRED	0x10	/* not written: its WAL is not flushed */
+#define CLEANER_CLAIMED		0x20	/* not written: for a writer process */
 
 /* What neighbours written along with a page added up to */
 typedef struct CleanerCombined
@@ -46,6 +47,9 @@ extern int	bgw_jit_cleaner_sync_buffer(int buf_id,
 extern int	bgw_jit_cleaner_sync_deferred(int buf_id,
 										  CleanerDeferred *deferred,
 										  bool defer,
+										  WritebackContext *wb_context);
+extern int	bgw_jit_cleaner_claim(int buf_id, BufferTag *tag);
+extern int	bgw_jit_cleaner_write_claimed(int buf_id, const BufferTag *tag,
 										  WritebackContext *wb_context);
 
 #endif							/* BGW_JIT_CLEANER_H */

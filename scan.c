@@ -35,6 +35,7 @@
 #include "cleaner.h"
 #include "flusher.h"
 #include "scan.h"
+#include "writers.h"
 
 /*
  * Look at the CPU clock (a system call) after every this many writes and
@@ -104,6 +105,7 @@ typedef struct ScanCycle
 
 static ScanCycle scan_cycle;
 
+static uint32 handoff_turn = 0;	/* pages to be written, for writers.c */
 static bool cleaner_valid = false;
 static int64 clean_position;	/* the frontier, in the hand's coordinate */
 static int	all_next_to_clean = 0;	/* the all-buffers scan's position */
@@ -334,6 +336,22 @@ retry_deferred(int64 hand_position, int write_cap, BgwJitCycle *e)
 }
 
 /*
+ * A reusable buffer the LRU scan found just behind its frontier: one more
+ * in the cycle's count and in the reusable-count lead.
+ */
+static inline void
+note_reusable(int outcome, int *reusable_buffers)
+{
+	if (outcome & CLEANER_REUSABLE)
+	{
+		(*reusable_buffers)++;
+		reusable_counts[((clean_position - 1) / reusable_segment) %
+						reusable_ring]++;
+		reusable_ahead++;
+	}
+}
+
+/*
  * The LRU scan proper; fills in e.
  *
  * Self-paced jit scans until the frontier is plan->lead_target buffers
@@ -367,6 +385,7 @@ bgw_jit_scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 	int			reusable_buffers;
 	bool		check_slice = false;
 	CleanerCombined combined = {0};
+	int			handed = 0;		/* pages handed to the writers */
 
 	if (!cleaner_valid || lead < 0)
 	{
@@ -432,7 +451,7 @@ bgw_jit_scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 		if (reach_reusable && e->scanned >= lead_scan &&
 			reusable_ahead >= plan->reusable_target)
 			break;
-		if (e->written >= write_cap)
+		if (e->written + handed >= write_cap)
 		{
 			/* the budget or the cap, not the idle pace, is a maxwritten */
 			e->hit_maxpages = (write_cap == budget_cap);
@@ -447,33 +466,52 @@ bgw_jit_scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 		e->scanned++;
 
 		/*
+		 * With writers, every req->writers-th page to be written is the
+		 * cleaner's; the others go to the writers while their queue takes
+		 * them.
+		 */
+		outcome = 0;
+		if (req->writers > 1)
+		{
+			BufferTag	tag;
+
+			outcome = bgw_jit_cleaner_claim(next_to_clean, &tag);
+			count_judgements(e, outcome);
+			if ((outcome & CLEANER_CLAIMED) &&
+				handoff_turn++ % req->writers != 0 &&
+				bgw_jit_writers_push(next_to_clean, &tag, req->writers - 1))
+				handed++;
+			else if (outcome & CLEANER_CLAIMED)
+				outcome = 0;	/* the cleaner's own, below */
+			else
+				note_reusable(outcome, &reusable_buffers);
+		}
+
+		/*
 		 * (neighbours written along count against the budget too; a page
 		 * is put off only while the flusher runs to flush its WAL)
 		 */
-		outcome = bgw_jit_cleaner_sync_buffer(next_to_clean, &wb_context,
-											  false,
-											  Min(bgw_jit_combine_limit,
-												  write_cap - e->written),
-											  &combined,
-											  (n_deferred < SCAN_DEFERRED_MAX &&
-											   bgw_jit_wal_flusher_running()) ?
-											  &deferred[n_deferred].page : NULL);
-		count_judgements(e, outcome);
-		if (outcome & CLEANER_DEFERRED)
+		if (outcome == 0 || req->writers <= 1)
 		{
-			(void) bgw_jit_request_wal_flush(deferred[n_deferred].page.lsn);
-			deferred[n_deferred++].position = clean_position - 1;
-			e->wal_deferred++;
+			outcome = bgw_jit_cleaner_sync_buffer(next_to_clean, &wb_context,
+												  false,
+												  Min(bgw_jit_combine_limit,
+													  write_cap - e->written - handed),
+												  &combined,
+												  (n_deferred < SCAN_DEFERRED_MAX &&
+												   bgw_jit_wal_flusher_running()) ?
+												  &deferred[n_deferred].page : NULL);
+			count_judgements(e, outcome);
+			if (outcome & CLEANER_DEFERRED)
+			{
+				(void) bgw_jit_request_wal_flush(deferred[n_deferred].page.lsn);
+				deferred[n_deferred++].position = clean_position - 1;
+				e->wal_deferred++;
+			}
+			note_reusable(outcome, &reusable_buffers);
+			if (outcome & CLEANER_WRITTEN)
+				e->written += 1 + take_combined(e, &combined);
 		}
-		if (outcome & CLEANER_REUSABLE)
-		{
-			reusable_buffers++;
-			reusable_counts[((clean_position - 1) / reusable_segment) %
-							reusable_ring]++;
-			reusable_ahead++;
-		}
-		if (outcome & CLEANER_WRITTEN)
-			e->written += 1 + take_combined(e, &combined);
 		check_slice = ((outcome & CLEANER_WRITTEN) &&
 					   e->written % SLICE_CHECK_WRITES == 0) ||
 			(e->scanned % SLICE_CHECK_EVERY) == 0;
@@ -486,13 +524,13 @@ bgw_jit_scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 				break;
 		}
 	}
-	limit->pages -= e->written;
+	limit->pages -= e->written + handed;
 
 	e->reusable_found = reusable_buffers - c->reusable;
 	c->reusable = reusable_buffers;
 	c->scanned += e->scanned;
 	c->found += e->reusable_found;
-	c->written += e->written;
+	c->written += e->written + handed;
 }
 
 /*

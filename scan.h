@@ -59,6 +59,7 @@ typedef struct ScanRequest
 	int64		strategy_delta; /* the cycle's movement since the one before */
 	uint32		recent_alloc;	/* the cycle's allocations */
 	const PacerPlan *plan;
+	int			writers;		/* processes to write its pages (writers.c) */
 } ScanRequest;
 
 extern int64 bgw_jit_scan_thread_cpu_us(void);

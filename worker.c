@@ -59,6 +59,7 @@
 #include "pacer.h"
 #include "scan.h"
 #include "shmem.h"
+#include "writers.h"
 
 PGDLLEXPORT void bgw_jit_main(Datum main_arg);
 
@@ -128,6 +129,27 @@ static bool timed_out = true;	/* the last sleep ended by its timeout */
 static bool pacer_restarted = false;	/* since the last cycle */
 
 /*
+ * How many processes write the LRU scan's pages (writers.c): by Little's
+ * law, the writes in flight needed are the demand (pages a second that
+ * someone must write: the cleaner's and its writers' writes and the
+ * backends' own) times the time a write takes the cleaner (the wall time
+ * of its scan per page it wrote itself, waits for the device and for a
+ * CPU included); more than one process writes when that exceeds
+ * WRITERS_UTILIZATION of one.  Both are smoothed over cycles, as samples
+ * of a few pages say little.
+ */
+#define WRITERS_UTILIZATION		0.7
+#define WRITE_TIME_MIN_PAGES	16
+#define WRITERS_SMOOTHING		0.25
+
+static double write_wall_us = 0;	/* per page the cleaner wrote */
+static double demand_per_s = 0;	/* pages a second to be written */
+static uint64 served_since_sample = 0;	/* pages written on our behalf */
+static uint64 backend_writes_seen = 0;
+static bool backend_writes_valid = false;
+static WritersDone writers_seen;	/* the writers' totals last folded */
+
+/*
  * bgw_jit.cpu_priority as last asked for, and as in force: a change the
  * system refused is not retried until the setting changes again.
  */
@@ -141,6 +163,9 @@ static void warn_if_builtin_cleaner(void);
 static void apply_cpu_priority(void);
 static void recover_from_error(MemoryContext cycle_context);
 static void pacer_params(PacerParams *params);
+static int	writers_wanted(void);
+static void note_demand(const BgwJitCycle *e, uint64 backend_writes);
+static void fold_writers(BgwJitCycle *e);
 static void run_cycle(void);
 static void finish_cycle(bool idle);
 static void restart_pacer(void);
@@ -276,6 +301,8 @@ bgw_jit_main(Datum main_arg)
 		bgw_jit_pacer_init(&pacer_state, &params);
 	}
 	bgw_jit_alloc_tracker_init(&alloc_tracker);
+	/* (the writers' counts since the server started are not this worker's) */
+	bgw_jit_writers_done(&writers_seen);
 	flush_after = 0;
 	bgw_jit_scan_init(&flush_after);
 	bgw_jit_shared->worker_latch = MyLatch;
@@ -429,6 +456,7 @@ run_cycle(void)
 	bool		lru_scan;		/* the LRU scan runs this cycle */
 	bool		continues = cycle_open;
 	int64		carried = 0;
+	instr_time	scan_start;
 
 	memset(result, 0, sizeof(*result));
 	cycle_cpu_start_us = bgw_jit_scan_thread_cpu_us();
@@ -546,6 +574,7 @@ run_cycle(void)
 		e->sleep_ms = plan.sleep_ms;
 		cycle_plan = plan;
 		cycle_head = *e;
+		note_demand(e, result->backend_writes);
 
 		/* from here on an ERROR still publishes the cycle */
 		cycle_running = true;
@@ -562,8 +591,18 @@ run_cycle(void)
 			strategy_delta;
 		req.recent_alloc = continues ? cycle_head.recent_alloc : recent_alloc;
 		req.plan = &plan;
+		req.writers = writers_wanted();
 		result->cleaned = true;
+		INSTR_TIME_SET_CURRENT(scan_start);
 		bgw_jit_scan_lru(&req, &limit, e);
+		if (e->written >= WRITE_TIME_MIN_PAGES)
+		{
+			double		sample = bgw_jit_ms_since(scan_start) * 1000.0 /
+				e->written;
+
+			write_wall_us = (write_wall_us == 0) ? sample :
+				write_wall_us + WRITERS_SMOOTHING * (sample - write_wall_us);
+		}
 		/* idle only once the cleaner is a whole lap ahead */
 		idle &= (e->bufs_ahead + e->scanned >= NBuffers);
 
@@ -621,6 +660,8 @@ finish_cycle(bool idle)
 	}
 	result->hibernate = idle && bgw_jit_ms_since(idle_since) >= HIBERNATE_AFTER_MS;
 
+	fold_writers(e);
+	served_since_sample += e->written + e->all_written;
 	pacer_params(&params);
 	bgw_jit_pacer_charge(&pacer_state, &params, e->written + e->all_written);
 	cycle_evicted += e->evicted;
@@ -645,4 +686,60 @@ restart_pacer(void)
 {
 	bgw_jit_pacer_restart(&pacer_state);
 	pacer_restarted = true;
+}
+
+/*
+ * How many processes should write the LRU scan's pages this cycle: 1 (the
+ * cleaner alone), or more, by Little's law (above), at most the writers
+ * that run plus the cleaner.
+ */
+static int
+writers_wanted(void)
+{
+	int			wanted;
+
+	wanted = (int) ceil(demand_per_s * write_wall_us / 1e6 /
+						WRITERS_UTILIZATION);
+#ifdef BGW_JIT_FAULT_INJECTION
+	wanted = Max(wanted, bgw_jit_writers_min);
+#endif
+	return Max(1, Min(wanted, 1 + bgw_jit_writers_running()));
+}
+
+/*
+ * A new cycle's sample of the demand: what was written on the cleaner's
+ * behalf since the last, and by the backends (their count as
+ * bgw_jit_compat_backend_writes() reads it), over the interval.
+ */
+static void
+note_demand(const BgwJitCycle *e, uint64 backend_writes)
+{
+	double		sample;
+	uint64		backend = 0;
+
+	if (backend_writes_valid && backend_writes > backend_writes_seen)
+		backend = backend_writes - backend_writes_seen;
+	backend_writes_seen = backend_writes;
+	backend_writes_valid = true;
+	if (e->elapsed_us <= 0)
+		return;
+	sample = (served_since_sample + backend) * 1e6 / e->elapsed_us;
+	served_since_sample = 0;
+	demand_per_s += WRITERS_SMOOTHING * (sample - demand_per_s);
+}
+
+/*
+ * Add what the writers did since the last cycle to this one: their writes
+ * are charged to the write budget and counted as the cleaner's.
+ */
+static void
+fold_writers(BgwJitCycle *e)
+{
+	WritersDone now;
+
+	bgw_jit_writers_done(&now);
+	e->written += (int) (now.written - writers_seen.written);
+	e->evicted += (int) (now.evicted - writers_seen.evicted);
+	e->redirtied += (int) (now.redirtied - writers_seen.redirtied);
+	writers_seen = now;
 }
