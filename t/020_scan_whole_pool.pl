@@ -49,7 +49,7 @@ set_conf($node, 'bgw_jit.lru_maxpages = -1',
 my ($trace, $why) = start_strace($pid, $calls);
 SKIP:
 {
-	skip "the scan counted in cycles: $why", 8 unless $trace;
+	skip "the scan counted in cycles: $why", 9 unless $trace;
 	ok( $node->poll_query_until('postgres', "SELECT cleaned > 0 FROM ($watched) w"),
 		'with 120 s the idle scan makes progress');
 	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
@@ -66,24 +66,30 @@ SKIP:
 	# The planted pages still dirty after the control, by relfilenode and
 	# block (pgbench_accounts and its index, in their first segment): each
 	# that keeps its buffer and is cleaned must be among the pages the
-	# kernel sees the worker write, by the 11th cycle.
+	# kernel sees the worker write, by the 11th cycle after it read the
+	# new setting (its open of postgresql.conf).  (Read once the trace
+	# runs: a page the control's scan writes meanwhile is not among them.)
+	($trace, $why) = start_strace($pid, "$calls,openat");
+	die "strace: $why" unless $trace;
 	my %dirty = map { $_ => 1 } split /\n/, $node->safe_psql('postgres', q{
 		SELECT p.relfilenode || '/' || p.relblocknumber
 		FROM watched p JOIN pg_buffercache b USING (bufferid)
 		WHERE b.reldatabase = p.reldatabase AND b.relfilenode = p.relfilenode
 		  AND b.relforknumber = p.relforknumber
 		  AND b.relblocknumber = p.relblocknumber AND b.isdirty});
-	($trace, $why) = start_strace($pid, $calls);
-	die "strace: $why" unless $trace;
 	set_conf($node, 'bgw_jit.scan_whole_pool_seconds = 1');
 	ok($node->poll_query_until('postgres', $all_clean),
 		'with 1 s every planted buffer that kept its page is cleaned');
 	# (cycles end in a wait of 100 ms; a time slice's 1 ms wait does not
 	# end one, nor a wait with no timeout, for another process's I/O)
-	my ($waits, $last, %written) = (0, 0);
+	my ($waits, $last, $loaded, %written) = (0, 0, 0);
 	for ($trace->stop)
 	{
-		if (my ($ms) = strace_wait($_))
+		if (/^open(?:at)?\(.*postgresql\.conf"/)
+		{
+			($waits, $loaded) = (0, 1);
+		}
+		elsif (my ($ms) = strace_wait($_))
 		{
 			$waits++ if $ms != 1 && $ms >= 0;
 		}
@@ -92,10 +98,11 @@ SKIP:
 			for my $b ($block .. $block + $pages - 1)
 			{
 				next unless $dirty{"$rel/$b"} && !$written{"$rel/$b"}++;
-				$last = $waits;
+				$last = $waits if $loaded;
 			}
 		}
 	}
+	ok($loaded, 'the trace shows the worker read postgresql.conf again');
 	my @cleaned = split /\n/, $node->safe_psql('postgres', q{
 		SELECT p.relfilenode || '/' || p.relblocknumber
 		FROM watched p JOIN pg_buffercache b USING (bufferid)
