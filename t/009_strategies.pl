@@ -8,6 +8,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(usleep);
 use FindBin;
 use lib $FindBin::RealBin;
 use BgwJitTest;
@@ -28,20 +29,39 @@ my $nbuffers = $node->safe_psql('postgres',
 	"SELECT setting FROM pg_settings WHERE name = 'shared_buffers'");
 
 # --- switching live under load: every strategy writes ---
+# The writes are counted by the kernel: the worker's wchar in
+# /proc/PID/io grows by ten pages (its WAL writes, if any, are made for
+# pages it writes).  For jit+all the LRU scan is off, so that the writes
+# are the all-buffers scan's.
+my $pid = wait_for_worker($node);
 $node->safe_psql('postgres', 'SELECT bgw_jit_reset()');
-my $load = start_update_load($node, clients => 2, seconds => 6,
+my $load = start_update_load($node, clients => 2, seconds => 10,
 	scale => $scale);
-for my $strategy ('lap', 'jit+all', 'jit')
+for my $case (['lap', 1000], ['jit+all', 0], ['jit', 1000])
 {
-	my $t = set_conf($node, "bgw_jit.strategy = '$strategy'");
-	my $written = $strategy eq 'jit+all' ? 'all_written' : 'written';
+	my ($strategy, $maxpages) = @$case;
+	my $t = set_conf($node, "bgw_jit.strategy = '$strategy'",
+		"bgw_jit.lru_maxpages = $maxpages");
+	my $io0 = proc_io($pid);
 	ok( $node->poll_query_until(
 			'postgres', qq{
 			SELECT count(*) > 0 FROM bgw_jit_history
-			WHERE at > '$t' AND strategy = '$strategy' AND $written > 0}),
-		"switched to $strategy by reload, and it wrote buffers ($written)");
+			WHERE at > '$t' AND strategy = '$strategy'}),
+		"switched to $strategy by reload (the history's strategy)");
+	my $bytes = 0;
+	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
+	while (time < $deadline)
+	{
+		$bytes = proc_io($pid)->{wchar} - $io0->{wchar};
+		last if $bytes >= 10 * 8192;
+		usleep(100_000);
+	}
+	cmp_ok($bytes, '>=', 10 * 8192,
+		"$strategy: the kernel saw the worker write $bytes bytes"
+		  . ($maxpages ? '' : ' with the LRU scan off'));
 }
 $load->finish;
+set_conf($node, 'bgw_jit.lru_maxpages = 1000');
 
 # ---- planted usage-0 pages for the full jit scan below (audit, part B) ----
 # "jit left every hot page dirty" would hold for a worker that writes

@@ -1,6 +1,7 @@
 # bgw_jit_advice: deliberately undersized settings under pgbench load give
-# the expected findings, with suggestions that point the right way; the
-# defaults under the same load give none.  Also bench/plot-history against
+# the expected findings and no others, with suggestions that point the
+# right way; the defaults, idle, give none (under load that depends on the
+# machine's speed, and is only noted).  Also bench/plot-history against
 # the live server, and against a database without the extension.
 # Every wait is on a condition with a timeout: a finding is waited for
 # while the load runs, then checked with the load stopped.
@@ -138,7 +139,7 @@ sub findings_under_load
 	return $rows;
 }
 
-# --- the defaults under load: no finding ---
+# --- the defaults under load: a sample for bench/plot-history ---
 # One client: under two, the hand of a fast machine passes this 16 MB pool
 # at some 50 000 buffers a second, faster than the worker can wake to lead
 # it, and the defaults rightly get the shared_buffers finding (tested
@@ -162,8 +163,12 @@ my $d = query_hash($node, q{
 	SELECT buf_clean, buf_backend, cleaner_pct,
 		   (SELECT count(*) FROM bgw_jit_history WHERE strategy_delta > 0) AS busy
 	  FROM bgw_jit_stats});
-is(advice(), '', "defaults: no finding (cleaned $d->{buf_clean}, backends "
-	  . "wrote $d->{buf_backend}, $d->{busy} busy cycles)");
+# (whether the defaults keep up with this load, and so draw no finding,
+# depends on the machine's speed: a figure for bench/, not a check; the
+# view's silence on sound settings is checked idle, below)
+note("defaults under load: cleaned $d->{buf_clean}, backends wrote "
+	  . "$d->{buf_backend}, $d->{busy} busy cycles; findings: "
+	  . (advice() || 'none'));
 
 # --- bench/plot-history against this server ---
 my $plot = "$FindBin::RealBin/../bench/plot-history";

@@ -112,8 +112,11 @@ cmp_ok($got->{$cleaner}{page_writes}, '>', 0, 'the cleaner wrote pages');
 cmp_ok($got->{$flusher}{wal_syncs}, '>=', 1, 'the flusher fsynced the WAL');
 is($got->{$cleaner}{wal_syncs} + $got->{$cleaner}{wal_writes},
 	0, 'the cleaner neither wrote nor fsynced WAL');
+# (that pages were put off is shown by the kernel: the same load makes
+# the cleaner flush WAL for itself when no flusher runs, below; what
+# follows is only the worker's own count of them)
 cmp_ok($got->{deferred}, '>', 0,
-	'bgw_jit_stats.buf_wal_deferred counts the pages put off');
+	'bgw_jit_stats.buf_wal_deferred reports pages put off (its own count)');
 
 # --- a SIGTERM: the flusher comes back, the cleaner stays ---
 kill 'TERM', $flusher;
@@ -162,7 +165,7 @@ cmp_ok($got->{$cleaner}{page_writes}, '>', 0,
 	'without it the cleaner still writes pages');
 cmp_ok($got->{$cleaner}{wal_syncs}, '>=', 1,
 	'flushing the WAL for itself first');
-is($got->{deferred}, 0, 'and puts nothing off');
+is($got->{deferred}, 0, 'and reports nothing put off (its own count)');
 
 check_integrity($node);
 $node->stop;

@@ -821,4 +821,81 @@ sub stop_worker_asleep
 }
 push @EXPORT, qw(stop_worker_asleep);
 
+# --- the worker's system calls, traced with strace ---
+push @EXPORT, qw(start_strace strace_wait strace_page_write);
+
+# Start strace -y on process $pid for the system calls in $calls (a list
+# for strace's -e trace=), into a file.  Returns a handle whose lines()
+# gives the lines written so far and stop() ends the trace and gives them
+# all; or (undef, why) when strace is missing or cannot attach (t/run_tests.sh
+# installs it), for a skip that says why.
+sub start_strace
+{
+	my ($pid, $calls) = @_;
+	return (undef, 'strace not found (t/run_tests.sh installs it)')
+	  unless grep { -x "$_/strace" } split /:/, $ENV{PATH};
+	my $file = PostgreSQL::Test::Utils::tempdir() . '/strace.out';
+	my $err = '';
+	my $h = IPC::Run::start(
+		[ 'strace', '-y', '-o', $file, '-e', "trace=$calls", '-p', $pid ],
+		'2>', \$err);
+	my $deadline = Time::HiRes::time() + 30;
+	$h->pump_nb, usleep(50_000)
+	  until $err =~ /attached/
+	  || !$h->pumpable
+	  || Time::HiRes::time() > $deadline;
+	if ($err !~ /attached/)
+	{
+		$h->kill_kill;
+		return (undef, "strace could not attach: $err");
+	}
+	return bless { h => $h, file => $file }, 'BgwJitTest::Trace';
+}
+
+sub BgwJitTest::Trace::lines
+{
+	my ($t) = @_;
+	open(my $fh, '<', $t->{file}) or return ();
+	my @lines = <$fh>;
+	close $fh;
+	return @lines;
+}
+
+sub BgwJitTest::Trace::stop
+{
+	my ($t) = @_;
+	$t->{h}->signal('INT');
+	$t->{h}->finish;
+	return $t->lines;
+}
+
+# An epoll wait in a line of strace's: (timeout in ms, result), or ()
+# for another line.  The worker sleeps in the latch's epoll wait, whose
+# timeout is the sleep it asked for; 0 means the timeout ended it.
+# epoll_pwait has a signal mask and its size after the timeout.
+sub strace_wait
+{
+	my ($line) = @_;
+	return ($1, $2) if $line =~ /^epoll_wait\(.*, (-?\d+)\)\s+= (-?\d+)/;
+	return ($1, $2)
+	  if $line =~
+	  /^epoll_pwait\(.*, (-?\d+), (?:NULL|\[[^\]]*\]|0x[0-9a-f]+), \d+\)\s+= (-?\d+)/;
+	return ();
+}
+
+# A write of relation pages in a line of strace -y's (pwrite64, pwritev,
+# pwritev2 to a file under base/): (relfilenode, first block, pages), or
+# () for another line.  (One segment: blocks counted from its start.)
+sub strace_page_write
+{
+	my ($line) = @_;
+	return ()
+	  unless $line =~
+	  m{^(pwrite64|pwritev2?)\(\d+<[^>]*/base/\d+/(\d+)>, (.*)\)\s+= (\d+)};
+	my ($call, $rel, $args, $bytes) = ($1, $2, $3, $4);
+	my @a = split /, /, $args;
+	my $offset = $call eq 'pwritev2' ? $a[-2] : $a[-1];
+	return ($rel, $offset / 8192, $bytes / 8192);
+}
+
 1;

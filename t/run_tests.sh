@@ -72,8 +72,8 @@ fi
 . "$(dirname "$0")/../bench/setup.sh"
 
 # (prometheus-postgres-exporter: t/012 scrapes it; python3 and gnuplot-nox:
-# t/013 runs bench/plot-history; strace: t/022 counts the worker's
-# writeback requests)
+# t/013 runs bench/plot-history; strace: t/014, 020, 021, 022 and 029
+# trace the worker's system calls)
 bgw_jit_require_packages postgresql-$PG_MAJOR postgresql-server-dev-$PG_MAJOR \
 	libipc-run-perl make gcc prometheus-postgres-exporter python3 gnuplot-nox \
 	strace
