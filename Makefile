@@ -13,7 +13,8 @@ OBJS = \
 	scan.o \
 	shmem.o \
 	stats.o \
-	worker.o
+	worker.o \
+	writers.o
 
 EXTENSION = bgw_jit
 # the current version's full script, and 1.0's with the update chain, so

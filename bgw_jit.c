@@ -46,6 +46,7 @@
 #include "pacer.h"
 #include "scan.h"
 #include "shmem.h"
+#include "writers.h"
 
 BGW_JIT_MODULE_MAGIC;
 
@@ -65,11 +66,13 @@ int			bgw_jit_combine_limit = 1;
 int			bgw_jit_pacing = BGW_JIT_PACING_AUTO;
 double		bgw_jit_max_write_rate = 0;
 int			bgw_jit_cpu_priority = BGW_JIT_CPU_PRIORITY_NORMAL;
+int			bgw_jit_max_writers = 1;
 static char *bgw_jit_lru_multiplier_string = NULL;
 #ifdef BGW_JIT_FAULT_INJECTION
 int			bgw_jit_inject_error = BGW_JIT_INJECT_OFF;
 int			bgw_jit_error_log_interval = BGW_JIT_ERROR_LOG_INTERVAL_S;
 int			bgw_jit_slice_us = SCAN_SLICE_MS * 1000;
+int			bgw_jit_writers_min = 1;
 #endif
 
 
@@ -285,6 +288,15 @@ define_settings(void)
 							GUC_UNIT_BLOCKS,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("bgw_jit.max_writers",
+							"Number of writer processes that can take pages from the cleaner.",
+							"Started with the server; the cleaner hands them pages only when one writer cannot keep up, by its measure of the demand and of the time a write takes.  Each takes a background worker slot (max_worker_processes).",
+							&bgw_jit_max_writers,
+							1, 0, BGW_JIT_WRITERS_MAX,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
 	DefineCustomIntVariable("bgw_jit.history_size",
 							"Number of cleaning cycles kept in bgw_jit_history.",
 							NULL,
@@ -320,6 +332,14 @@ define_settings(void)
 							PGC_SIGHUP,
 							GUC_NOT_IN_SAMPLE,
 							NULL, NULL, NULL);
+	DefineCustomIntVariable("bgw_jit.writers_min",
+							"Test builds only: at least this many processes write the LRU scan's pages, the cleaner included.",
+							NULL,
+							&bgw_jit_writers_min,
+							1, 1, BGW_JIT_WRITERS_MAX + 1,
+							PGC_SIGHUP,
+							GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
 #endif
 
 	MarkGUCPrefixReserved("bgw_jit");
@@ -350,6 +370,9 @@ register_worker(void)
 	strlcpy(worker.bgw_name, "bgw_jit wal flusher", BGW_MAXLEN);
 	strlcpy(worker.bgw_type, "bgw_jit wal flusher", BGW_MAXLEN);
 	RegisterBackgroundWorker(&worker);
+
+	/* The writers (writers.c), after them. */
+	bgw_jit_writers_register();
 }
 
 

@@ -67,6 +67,7 @@ extern int	bgw_jit_combine_limit;
 extern int	bgw_jit_pacing;
 extern double bgw_jit_max_write_rate;
 extern int	bgw_jit_cpu_priority;
+extern int	bgw_jit_max_writers;
 #ifdef BGW_JIT_FAULT_INJECTION
 /* bgw_jit.inject_error (test builds) */
 #define BGW_JIT_INJECT_OFF		0
@@ -76,6 +77,7 @@ extern int	bgw_jit_cpu_priority;
 extern int	bgw_jit_inject_error;
 extern int	bgw_jit_error_log_interval;	/* see errors.h */
 extern int	bgw_jit_slice_us;	/* see scan.h */
+extern int	bgw_jit_writers_min;	/* see worker.c */
 #endif
 
 extern const char *bgw_jit_strategy_name(int strategy);

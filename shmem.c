@@ -40,6 +40,7 @@
 #include "compat.h"
 #include "estimator.h"
 #include "shmem.h"
+#include "writers.h"
 
 #define STATS_FILE		PGSTAT_STAT_PERMANENT_DIRECTORY "/bgw_jit.stat"
 #define STATS_MAGIC		0x54494A42	/* "BJIT" */
@@ -111,6 +112,7 @@ shmem_request(void)
 
 	RequestAddinShmemSpace(shmem_size());
 	RequestAddinShmemSpace(bgw_jit_cleaner_shmem_size());
+	RequestAddinShmemSpace(bgw_jit_writers_shmem_size());
 	RequestNamedLWLockTranche("bgw_jit", 1);
 }
 
@@ -136,6 +138,7 @@ shmem_startup(void)
 		stats_load(bgw_jit_shared);
 	}
 	bgw_jit_cleaner_shmem_startup();
+	bgw_jit_writers_shmem_startup();
 	LWLockRelease(AddinShmemInitLock);
 
 	/* The postmaster saves the statistics when it exits cleanly. */

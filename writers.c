@@ -214,8 +214,12 @@ bgw_jit_writer_main(Datum main_arg)
 {
 	int			slot = DatumGetInt32(main_arg);
 	sigjmp_buf	local_sigjmp_buf;
-	WritebackContext wb_context;
-	int			flush_after = 0;
+
+	/* (static: kept across the longjmp of an ERROR) */
+	static WritebackContext wb_context;
+	static int	flush_after = 0;
+	static instr_time reported_at;	/* first write not yet reported */
+	static bool stats_pending = false;
 
 	/* as the cleaner (worker.c): leave at the next page, exit code 1 */
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
@@ -255,6 +259,7 @@ bgw_jit_writer_main(Datum main_arg)
 	{
 		QueuedPage page;
 		int			taken = 0;
+		long		timeout = -1;
 
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
@@ -275,7 +280,12 @@ bgw_jit_writer_main(Datum main_arg)
 			outcome = bgw_jit_cleaner_write_claimed(page.buf_id, &page.tag,
 													&wb_context);
 			if (outcome & CLEANER_WRITTEN)
+			{
 				pg_atomic_fetch_add_u64(&writers->written, 1);
+				if (!stats_pending)
+					INSTR_TIME_SET_CURRENT(reported_at);
+				stats_pending = true;
+			}
 			if (outcome & CLEANER_EVICTED)
 				pg_atomic_fetch_add_u64(&writers->evicted, 1);
 			if (outcome & CLEANER_REDIRTIED)
@@ -283,11 +293,21 @@ bgw_jit_writer_main(Datum main_arg)
 			if ((++taken & 63) == 0)
 				CHECK_FOR_INTERRUPTS();
 		}
-		/* its writes reach pg_stat_io about once a second */
-		bgw_jit_compat_report_stat();
-
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 1000L, PG_WAIT_EXTENSION);
+		/* its writes reach pg_stat_io within a second; idle, it sleeps */
+		if (stats_pending)
+		{
+			timeout = 1000 - (long) bgw_jit_ms_since(reported_at);
+			if (timeout <= 0)
+			{
+				pgstat_report_stat(true);
+				stats_pending = false;
+				timeout = -1;
+			}
+		}
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
+						 (timeout > 0 ? WL_TIMEOUT : 0),
+						 timeout, PG_WAIT_EXTENSION);
 	}
 	proc_exit(1);				/* see worker.c's set_up_signals() */
 }

@@ -1,0 +1,145 @@
+# The writer processes (bgw_jit.max_writers, writers.c), with test builds'
+# bgw_jit.writers_min = 2 making the cleaner hand every second page to be
+# written to the writer, whatever the load: counted by the kernel, the
+# writer writes pages and so does the cleaner; in a trace of both, no two
+# writes of one page overlap in time; with max_write_rate, the two
+# together write no faster than it allows; and the writer stops with the
+# server.  The control: with writers_min = 1 and buffered writes (a write
+# takes microseconds), Little's law asks for one writer, and the writer
+# process writes nothing.
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use FindBin;
+use lib $FindBin::RealBin;
+use BgwJitTest;
+
+my $scale = 5;
+my $node = new_bgw_jit_node('writers', <<'EOC');
+shared_buffers = 16MB
+EOC
+$node->start;
+if (!has_fault_injection($node))
+{
+	plan skip_all => 'bgw_jit.writers_min exists in test builds only';
+}
+pgbench_init($node, $scale);
+$node->safe_psql('postgres', 'CREATE EXTENSION bgw_jit');
+my $cleaner = wait_for_worker($node);
+my $writer = '';
+poll_for(sub { $writer = postmaster_child_pid($node, qr/^bgw_jit writer 1$/) })
+  or die 'no writer process';
+
+# Pages written by each process: the kernel's bytes written, in pages.
+sub pages_written
+{
+	return map { int((proc_io($_) // { wchar => 0 })->{wchar} / 8192) } @_;
+}
+
+# strace -f of both processes' page writes, with times and durations.
+sub start_trace
+{
+	my $file = PostgreSQL::Test::Utils::tempdir() . '/strace.out';
+	my $err = '';
+	my $h = IPC::Run::start(
+		[
+			'strace', '-y', '-ttt', '-T', '-o', $file, '-e',
+			'trace=pwrite64,pwritev,pwritev2', '-p', $cleaner, '-p', $writer
+		],
+		'2>', \$err);
+	my $deadline = time + 30;
+	$h->pump_nb, usleep(50_000)
+	  until ($err =~ tr/\n//) >= 2 && $err =~ /attached.*\n.*attached/s
+	  || !$h->pumpable
+	  || time > $deadline;
+	return (undef, "strace could not attach: $err")
+	  unless $err =~ /attached.*\n.*attached/s;
+	return ({ h => $h, file => $file }, '');
+}
+
+sub stop_trace
+{
+	my ($t) = @_;
+	$t->{h}->signal('INT');
+	$t->{h}->finish;
+	open(my $fh, '<', $t->{file}) or return ();
+	my @lines = <$fh>;
+	return @lines;
+}
+
+# --- the control: one writer is what Little's law asks for here ---
+my ($c0, $w0) = pages_written($cleaner, $writer);
+update_load($node, clients => 2, seconds => 3, scale => $scale);
+my ($c1, $w1) = pages_written($cleaner, $writer);
+cmp_ok($c1 - $c0, '>', 100,
+	"buffered writes, writers_min = 1: the cleaner writes (" . ($c1 - $c0) . ' pages)');
+is($w1 - $w0, 0, 'and the writer process none');
+
+# --- writers_min = 2: the writer takes pages ---
+set_conf($node, 'bgw_jit.writers_min = 2');
+my ($trace, $why) = start_trace();
+($c0, $w0) = pages_written($cleaner, $writer);
+update_load($node, clients => 2, seconds => 5, scale => $scale);
+($c1, $w1) = pages_written($cleaner, $writer);
+cmp_ok($w1 - $w0, '>', 100,
+	'writers_min = 2: the writer writes pages (' . ($w1 - $w0) . ')');
+cmp_ok($c1 - $c0, '>', 100, 'and so does the cleaner (' . ($c1 - $c0) . ')');
+is(postmaster_child_pid($node, qr/^bgw_jit writer 1$/), $writer,
+	'the writer kept its pid');
+
+SKIP:
+{
+	skip $why, 3 unless $trace;
+	my @lines = stop_trace($trace);
+	# pid start-time call(fd<path>, buf, len, offset) = n <duration>
+	my (%by_page, $writes, %pids);
+	for (@lines)
+	{
+		next
+		  unless m{^(\d+)\s+(\d+\.\d+) pwrite64\(\d+<([^>]*/base/[^>]*)>, .*, (\d+)\)\s+= \d+ <(\d+\.\d+)>};
+		my ($pid, $start, $file, $offset, $dur) = ($1, $2, $3, $4, $5);
+		push @{ $by_page{"$file:$offset"} }, [ $pid, $start, $start + $dur ];
+		$pids{$pid}++;
+		$writes++;
+	}
+	cmp_ok($writes // 0, '>', 100, "traced $writes page writes");
+	is(scalar(keys %pids), 2, 'by both processes');
+	my $overlaps = 0;
+	for my $w (values %by_page)
+	{
+		my @w = sort { $a->[1] <=> $b->[1] } @$w;
+		for my $i (1 .. $#w)
+		{
+			$overlaps++ if $w[$i][1] < $w[ $i - 1 ][2];
+		}
+	}
+	is($overlaps, 0, 'no two writes of one page overlap in time');
+}
+
+# --- the write budget counts the writer's writes ---
+# 1 MB/s is 128 pages a second; the bucket holds one second's worth.
+set_conf($node, 'bgw_jit.max_write_rate = 1');
+update_load($node, clients => 2, seconds => 2, scale => $scale);
+($c0, $w0) = pages_written($cleaner, $writer);
+my $t0 = time;
+update_load($node, clients => 2, seconds => 5, scale => $scale);
+($c1, $w1) = pages_written($cleaner, $writer);
+my $seconds = time - $t0;
+my $pages = ($c1 - $c0) + ($w1 - $w0);
+cmp_ok($pages, '<=', 128 * ($seconds + 1) + 16,
+	sprintf('max_write_rate = 1MB: cleaner and writer wrote %d pages in %.1f s (%d + %d)',
+		$pages, $seconds, $c1 - $c0, $w1 - $w0));
+cmp_ok($w1 - $w0, '>', 0, 'the writer among them');
+
+# --- the writer stops with the server ---
+$node->stop;
+ok(!-e "/proc/$writer", 'the writer stops with the server');
+like(slurp_file($node->logfile),
+	qr/background worker "bgw_jit writer" \(PID $writer\) exited with exit code 1/,
+	'with exit code 1, as the other workers');
+
+done_testing();
