@@ -295,10 +295,13 @@ $viewdef =~ s/\bbgw_jit_history\b/pg_temp.made_up_history/g;
 $viewdef =~ s/\bbgw_jit_stats\b/pg_temp.made_up_stats/g;
 
 # The findings ("setting|suggested" lines) over 30 made-up busy cycles,
-# 100 ms apart, lapped, with backends writing as much as the worker.
+# 100 ms apart, lapped, each writing 100 pages, with backends writing as
+# much as the worker; of the cycles' judged earlier writes, 100 evicted
+# and $c{redirtied} (0 by default) dirtied again.
 sub made_up_advice
 {
 	my (%c) = @_;
+	$c{redirtied} //= 0;
 	return $node->safe_psql('postgres', qq{
 		CREATE TEMP TABLE made_up_stats AS SELECT * FROM bgw_jit_stats;
 		UPDATE made_up_stats SET buf_clean = 5000, buf_backend = 5000,
@@ -310,7 +313,7 @@ sub made_up_advice
 			overrun, lapped, hit_maxpages, elapsed_us, margin, hand_rate,
 			sleep_ms, bufs_ahead, sliced)
 		SELECT i, now() - (30 - i) * interval '100 ms', 'jit', 2000,
-			   100, 0, 100, 100, 0, 1000, true, false, 100000, $c{margin}, 20000,
+			   100, 0, 100, 100, $c{redirtied}, 1000, true, false, 100000, $c{margin}, 20000,
 			   $c{sleep_ms}, 0, $c{sliced}
 		  FROM generate_series(1, 30) i;
 		CREATE TEMP VIEW made_up_advice AS $viewdef
@@ -336,6 +339,17 @@ like(made_up_advice(margin => 2, sleep_ms => 10, sliced => 'true'),
 	'sliced busy cycles at sleep_ms 10: the shared_buffers finding');
 is(made_up_advice(margin => 2, sleep_ms => 1, sliced => 'true'),
 	'', 'sliced busy cycles still in their slices (sleep_ms 1): no finding');
+
+# --- wasted writes, on a made-up history as above ---
+# A third of the judged writes dirtied again (50 of 150 a cycle): the
+# notice, suggesting (at the defaults) a rate cap of 3/4 of what the
+# cleaner wrote, 3000 pages in 3 s, 7.8 MB/s: 6 MB/s; a twentieth (5 of
+# 105), under its 10% threshold: none.
+is(made_up_advice(margin => 2, sleep_ms => 50, sliced => 'false', redirtied => 50),
+	'bgw_jit.max_write_rate|6',
+	'a third of the judged writes dirtied again: the wasted-writes notice, a 6 MB/s cap');
+is(made_up_advice(margin => 2, sleep_ms => 50, sliced => 'false', redirtied => 5),
+	'', 'a twentieth of them: no finding');
 
 # --- a pool the hand turns over faster than the worker can wake ---
 $node->safe_psql('postgres', "ALTER SYSTEM SET shared_buffers = '1MB'");
