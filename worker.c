@@ -709,8 +709,9 @@ writers_wanted(void)
 
 		if (!dbg_valid || bgw_jit_ms_since(dbg_at) > 1000)
 		{
-			elog(LOG, "DEBUG writers: demand %.0f/s write %.1f us wanted %d running %d",
-				 demand_per_s, write_wall_us, wanted, bgw_jit_writers_running());
+			elog(LOG, "DEBUG writers: demand %.0f/s write %.1f us wanted %d running %d written %llu",
+				 demand_per_s, write_wall_us, wanted, bgw_jit_writers_running(),
+				 (unsigned long long) writers_seen.written);
 			INSTR_TIME_SET_CURRENT(dbg_at);
 			dbg_valid = true;
 		}
