@@ -703,19 +703,6 @@ writers_wanted(void)
 #ifdef BGW_JIT_FAULT_INJECTION
 	wanted = Max(wanted, bgw_jit_writers_min);
 #endif
-	{
-		static instr_time dbg_at;
-		static bool dbg_valid = false;
-
-		if (!dbg_valid || bgw_jit_ms_since(dbg_at) > 1000)
-		{
-			elog(LOG, "DEBUG writers: demand %.0f/s write %.1f us wanted %d running %d written %llu",
-				 demand_per_s, write_wall_us, wanted, bgw_jit_writers_running(),
-				 (unsigned long long) writers_seen.written);
-			INSTR_TIME_SET_CURRENT(dbg_at);
-			dbg_valid = true;
-		}
-	}
 	return Max(1, Min(wanted, 1 + bgw_jit_writers_running()));
 }
 

@@ -320,14 +320,16 @@ def trailing_rate(ts, vs, window):
 
 
 PAGE = 8192      # BLCKSZ: wchar / PAGE is the pages a process wrote
-PROC_ROLES = ("jit", "bgwriter", "checkpointer")
+WRITER_ROLES = tuple("writer%d" % i for i in range(1, 9))
+PROC_ROLES = ("jit",) + WRITER_ROLES + ("bgwriter", "checkpointer")
+CLEANING_ROLES = ("jit",) + WRITER_ROLES + ("bgwriter",)
 
 
 def proc_figures(rawdir, meta):
     """/proc reads around a window (proc0.env, proc1.env from bench/run).
 
-    Per process role (jit: bgw_jit's worker, bgwriter: core's background
-    writer, checkpointer): its kernel write count over the window (wchar
+    Per process role (jit: bgw_jit's worker, writer1..8: its writers,
+    bgwriter: core's background writer, checkpointer): its kernel write count over the window (wchar
     bytes / 8192, which includes any WAL the process flushed itself), its
     write calls (syscw), CPU seconds per second (schedstat's run time, else
     utime + stime), run-queue wait (ms per second), wake-ups
@@ -391,17 +393,22 @@ def proc_figures(rawdir, meta):
 
 def cleaner_figures(jit, pf):
     """The cleaner's figures from proc_figures(): writes of bgw_jit's
-    worker and core's writer together (whichever cleans, both count);
-    CPU, wake-ups and memory of the one that cleans (bgw_jit's worker when
-    loaded, else core's writer).  A process that was not running counts
-    as zero writes (proc_figures), one that could not be read as missing."""
+    worker, its writers and core's writer together (whichever cleans, all
+    count); CPU and wake-ups of the processes that clean (bgw_jit's worker
+    and its writers when loaded, else core's writer), memory of the main
+    one.  A process that was not running counts as zero writes
+    (proc_figures), one that could not be read as missing."""
     who = "jit" if jit else "bgwriter"
     out = {"cleaner_" + k: pf.get(who + "_" + k) for k in (
-        "cpu_s", "cpu_s_per_s", "wakeups_per_s", "vcsw_per_s", "nvcsw_per_s",
-        "runq_wait_ms_per_s",
-        "vmrss_kb", "rssanon_kb", "rssshmem_kb")}
+        "runq_wait_ms_per_s", "vmrss_kb", "rssanon_kb", "rssshmem_kb")}
+    for k in ("cpu_s", "cpu_s_per_s", "wakeups_per_s", "vcsw_per_s",
+              "nvcsw_per_s"):
+        v = pf.get(who + "_" + k)
+        if jit and v is not None:
+            v += sum(pf.get(r + "_" + k) or 0 for r in WRITER_ROLES)
+        out["cleaner_" + k] = v
     for k in ("wchar_pages", "syscw"):
-        v = [pf.get(r + "_" + k) for r in ("jit", "bgwriter")]
+        v = [pf.get(r + "_" + k) for r in CLEANING_ROLES]
         out["cleaner_" + k] = None if None in v else sum(v)
     if out["cleaner_cpu_s_per_s"] is not None:
         out["cleaner_cpu_pct"] = 100.0 * out["cleaner_cpu_s_per_s"]
@@ -629,7 +636,7 @@ def pgss_figures(rawdir):
     e = read_psql_csv(os.path.join(rawdir, "own_end.csv"))
     own = own_writes(a, e)
     ws = [(io_wchar(a.get(r + "_io")), io_wchar(e.get(r + "_io")))
-          for r in ("jit", "bgwriter") if r + "_io" in a]
+          for r in CLEANING_ROLES if r + "_io" in a]
     if own is not None and ws and all(None not in w for w in ws):
         out["cleaner_own_quiet"] = own
         out["cleaner_wchar_quiet_pages"] = sum(w1 - w0 for w0, w1 in ws) / PAGE
@@ -1264,8 +1271,8 @@ def cmd_report(args):
                  "later left its buffer rather than being found dirty again; "
                  "writes not yet judged are left out). "
                  "*cleaner CPU*: CPU seconds per second of run of the "
-                 "cleaning process (bgw_jit's worker, else the built-in "
-                 "writer).")
+                 "cleaning processes (bgw_jit's worker and its writers, else "
+                 "the built-in writer).")
         L.append("")
         all_scan = any(num(r.get("buf_all_clean")) for r in rows)
         for c in clients:
@@ -1431,8 +1438,8 @@ def zero_section(configs, groups, clients):
          "the next table); *cleaner_pct (extension)* is "
          "`bgw_jit_stats`' own figure (`pg_stat_bgwriter`'s for core's "
          "writer), whose backend count includes extensions too. "
-         "*wakeups/s*: the cleaning process's context switches (voluntary "
-         "+ involuntary) per second; *cleaner CPU %*: its CPU time over "
+         "*wakeups/s*: the cleaning processes' context switches (voluntary "
+         "+ involuntary) per second; *cleaner CPU %*: their CPU time over "
          "the run (one core = 100).", ""]
     if not have_nobgw:
         L += ["(No nobgw runs: the ratios need nobgw in `--configs`.)", ""]
@@ -1512,7 +1519,8 @@ def counts_section(configs, groups, clients):
             "to a relation; *extensions* is the growth in blocks of the "
             "user relations over the run, i.e. the second kind, which "
             "no cleaner can take. *cleaner wchar/8192*: the bytes the "
-            "cleaning processes (bgw_jit's worker and core's writer) passed "
+            "cleaning processes (bgw_jit's worker, its writers and core's "
+            "writer) passed "
             "to write calls, from `/proc/PID/io`, in pages, over pgbench's "
             "span; it includes any WAL they flushed themselves before "
             "writing a page (XLogFlush). *write calls* is their syscw: a "
@@ -1586,9 +1594,9 @@ every configuration preloads `pg_stat_statements` (`track = all`,
 `track_planning = on`). Before each run: the workload's append table
 truncated, a CHECKPOINT, a reload and 1.5 s of settling, then
 `pg_stat_reset_shared('bgwriter')`, `pg_stat_statements_reset()` and
-`bgw_jit_reset()`; `/proc` of bgw_jit's worker, core's background writer
-and the checkpointer (pids from `pg_stat_activity`, the worker's from
-its process title in `/proc`, asked again every run)
+`bgw_jit_reset()`; `/proc` of bgw_jit's worker and writers, core's
+background writer and the checkpointer (pids from `pg_stat_activity`,
+bgw_jit's from their process titles in `/proc`, asked again every run)
 is read just before pgbench starts (`-n -c C -j C -T D -P 1 -l`) and just
 after it ends, then `pg_stat_statements` (and the user relations'
 sizes, for the extensions). Then one statement reads the cleaners' own
@@ -1598,7 +1606,8 @@ the backends' write counts into `buffers_backend`; 1.5 s later
 
 Independent counts (issue 10): backends' writes = the rise of
 `sum(pg_stat_statements.shared_blks_written)`; the cleaner's = `wchar` /
-8192 of bgw_jit's worker plus core's writer; the checkpointer's likewise;
+8192 of bgw_jit's worker and writers plus core's writer; the
+checkpointer's likewise;
 `cleaner_pct_indep = 100 * cleaner / (cleaner + backends)`;
 `writes_per_xact_indep = (cleaner + backends + checkpointer) /
 transactions`. The cleaner's CPU time (`/proc/PID/schedstat`'s time on
