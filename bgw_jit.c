@@ -115,7 +115,9 @@ static void define_settings(void);
 static bool check_lru_multiplier(char **newval, void **extra, GucSource source);
 static bool check_cpu_priority(int *newval, void **extra, GucSource source);
 static void assign_lru_multiplier(const char *newval, void *extra);
-static void register_worker(void);
+static void register_one(const char *function, const char *name,
+						 const char *type, int arg);
+static void register_workers(void);
 static void wake_worker_if_hibernating(void);
 static void bgw_jit_ExecutorStart(QueryDesc *queryDesc, int eflags);
 static void bgw_jit_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
@@ -144,7 +146,7 @@ _PG_init(void)
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = bgw_jit_ProcessUtility;
 
-	register_worker();
+	register_workers();
 }
 
 static void
@@ -345,34 +347,44 @@ define_settings(void)
 	MarkGUCPrefixReserved("bgw_jit");
 }
 
+/* A worker of this library, from postmaster start, restarted on a crash. */
 static void
-register_worker(void)
+register_one(const char *function, const char *name, const char *type,
+			 int arg)
 {
 	BackgroundWorker worker;
 
 	memset(&worker, 0, sizeof(worker));
-	/*
-	 * From postmaster start and without a database connection, like core's
-	 * writer: the cleaning is needed most during crash recovery and on
-	 * standbys, where the startup process would write its own victims.
-	 */
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
 	worker.bgw_start_time = BgWorkerStart_PostmasterStart;
 	worker.bgw_restart_time = BGW_JIT_RESTART_SECONDS;
 	strlcpy(worker.bgw_library_name, "bgw_jit", BGW_MAXLEN);
-	strlcpy(worker.bgw_function_name, "bgw_jit_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "bgw_jit cleaner", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "bgw_jit", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, function, BGW_MAXLEN);
+	strlcpy(worker.bgw_name, name, BGW_MAXLEN);
+	strlcpy(worker.bgw_type, type, BGW_MAXLEN);
+	worker.bgw_main_arg = Int32GetDatum(arg);
 	RegisterBackgroundWorker(&worker);
+}
 
-	/* The cleaner's WAL flushes (flusher.c), from the same start. */
-	strlcpy(worker.bgw_function_name, "bgw_jit_flusher_main", BGW_MAXLEN);
-	strlcpy(worker.bgw_name, "bgw_jit wal flusher", BGW_MAXLEN);
-	strlcpy(worker.bgw_type, "bgw_jit wal flusher", BGW_MAXLEN);
-	RegisterBackgroundWorker(&worker);
+/*
+ * From postmaster start and without a database connection, like core's
+ * writer: the cleaning is needed most during crash recovery and on
+ * standbys, where the startup process would write its own victims.  The
+ * cleaner's WAL flushes (flusher.c) and its writers (writers.c) likewise.
+ */
+static void
+register_workers(void)
+{
+	register_one("bgw_jit_main", "bgw_jit cleaner", "bgw_jit", 0);
+	register_one("bgw_jit_flusher_main", "bgw_jit wal flusher",
+				 "bgw_jit wal flusher", 0);
+	for (int i = 0; i < bgw_jit_max_writers; i++)
+	{
+		char		name[BGW_MAXLEN];
 
-	/* The writers (writers.c), after them. */
-	bgw_jit_writers_register();
+		snprintf(name, sizeof(name), "bgw_jit writer %d", i + 1);
+		register_one("bgw_jit_writer_main", name, "bgw_jit writer", i);
+	}
 }
 
 

@@ -39,18 +39,27 @@
 
 #include "bgw_jit.h"
 #include "compat.h"
+#include "writers.h"
 
 /* How often the worker reports its statistics (and samples pg_stat_io). */
 #define REPORT_INTERVAL_MS	1000
 
 #if PG_VERSION_NUM >= 160000
 
-/* The worker's view of others' writes, advanced at each sample. */
+/*
+ * The worker's view of others' writes, advanced at each sample: a running
+ * sum of the samples' deltas, and what was published, which never goes
+ * back (a writer's writes reach pg_stat_io just before they count as
+ * reported, so a sample between the two over-counts them and the next
+ * one gives them back).
+ */
+static int64 others_sum = 0;
 static uint64 others_writes = 0;
 static bool sample_valid = false;
 static TimestampTz io_stats_reset;
 static PgStat_Counter io_writes_seen;	/* shared counter at last sample */
 static int64 own_writes_seen;	/* our writes at last sample */
+static uint64 writers_seen;		/* the writers' reported writes, likewise */
 static TimestampTz sampled_at;	/* when others_writes was last advanced */
 
 /*
@@ -77,7 +86,8 @@ io_backend_writes(TimestampTz *stat_reset)
 /*
  * Advance others_writes.  Only call right after a full flush of this
  * process's statistics, so the shared counters include exactly its own
- * writes.
+ * writes.  The writers' writes (writers.c) are the cleaner's too: those
+ * they have reported are taken out.
  */
 static void
 sample_backend_writes(void)
@@ -85,14 +95,16 @@ sample_backend_writes(void)
 	TimestampTz stat_reset;
 	PgStat_Counter writes = io_backend_writes(&stat_reset);
 	int64		own = pgBufferUsage.shared_blks_written;
+	WritersDone done;
 
+	bgw_jit_writers_done(&done);
 	if (sample_valid)
 	{
-		int64		own_delta = own - own_writes_seen;
-		int64		delta;
+		int64		own_delta = (own - own_writes_seen) +
+			(int64) (done.reported - writers_seen);
 
 		if (stat_reset == io_stats_reset && writes >= io_writes_seen)
-			delta = (writes - io_writes_seen) - own_delta;
+			others_sum += (writes - io_writes_seen) - own_delta;
 		else
 		{
 			/*
@@ -100,11 +112,14 @@ sample_backend_writes(void)
 			 * restarted at some moment in between, so our writes since the
 			 * last sample are at most own_delta of them.
 			 */
-			delta = writes - own_delta;
+			others_sum = Max(others_sum, (int64) others_writes) +
+				Max(writes - own_delta, 0);
 		}
-		others_writes += Max(delta, 0);
+		if (others_sum > (int64) others_writes)
+			others_writes = (uint64) others_sum;
 	}
 	sample_valid = true;
+	writers_seen = done.reported;
 	sampled_at = GetCurrentTimestamp();
 	io_stats_reset = stat_reset;
 	io_writes_seen = writes;

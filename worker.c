@@ -135,18 +135,22 @@ static bool pacer_restarted = false;	/* since the last cycle */
  * backends' own) times the time a write takes the cleaner (the wall time
  * of its scan per page it wrote itself, waits for the device and for a
  * CPU included); more than one process writes when that exceeds
- * WRITERS_UTILIZATION of one.  Both are smoothed over cycles, as samples
- * of a few pages say little.
+ * WRITERS_UTILIZATION of one.  Both are smoothed, as samples of a few
+ * pages say little: the write time over the slices that wrote at least
+ * WRITE_TIME_MIN_PAGES, the demand over intervals of DEMAND_SAMPLE_MS
+ * whatever the cycles (where writes cost, one cycle can run for seconds).
  */
 #define WRITERS_UTILIZATION		0.7
 #define WRITE_TIME_MIN_PAGES	16
+#define DEMAND_SAMPLE_MS		500
 #define WRITERS_SMOOTHING		0.25
 
 static double write_wall_us = 0;	/* per page the cleaner wrote */
 static double demand_per_s = 0;	/* pages a second to be written */
 static uint64 served_since_sample = 0;	/* pages written on our behalf */
 static uint64 backend_writes_seen = 0;
-static bool backend_writes_valid = false;
+static bool demand_valid = false;	/* demand_sampled_at is set */
+static instr_time demand_sampled_at;
 static WritersDone writers_seen;	/* the writers' totals last folded */
 
 /*
@@ -164,7 +168,7 @@ static void apply_cpu_priority(void);
 static void recover_from_error(MemoryContext cycle_context);
 static void pacer_params(PacerParams *params);
 static int	writers_wanted(void);
-static void note_demand(const BgwJitCycle *e, uint64 backend_writes);
+static void note_demand(uint64 backend_writes);
 static void fold_writers(BgwJitCycle *e);
 static void run_cycle(void);
 static void finish_cycle(bool idle);
@@ -504,6 +508,7 @@ run_cycle(void)
 	result->backend_writes = bgw_jit_compat_backend_writes(result->cleared_marks,
 														   &result->backend_read_at);
 	result->strategy_buf_id = strategy_buf_id;
+	note_demand(result->backend_writes);
 	lru_scan = (bgw_jit_enabled && bgw_jit_lru_maxpages != 0);
 	pacer_params(&params);
 
@@ -574,7 +579,6 @@ run_cycle(void)
 		e->sleep_ms = plan.sleep_ms;
 		cycle_plan = plan;
 		cycle_head = *e;
-		note_demand(e, result->backend_writes);
 
 		/* from here on an ERROR still publishes the cycle */
 		cycle_running = true;
@@ -707,23 +711,33 @@ writers_wanted(void)
 }
 
 /*
- * A new cycle's sample of the demand: what was written on the cleaner's
- * behalf since the last, and by the backends (their count as
- * bgw_jit_compat_backend_writes() reads it), over the interval.
+ * A sample of the demand, at most every DEMAND_SAMPLE_MS: what was written
+ * on the cleaner's behalf since the last, and by the backends (their count
+ * as bgw_jit_compat_backend_writes() reads it), over the interval.
  */
 static void
-note_demand(const BgwJitCycle *e, uint64 backend_writes)
+note_demand(uint64 backend_writes)
 {
+	double		ms;
 	double		sample;
 	uint64		backend = 0;
 
-	if (backend_writes_valid && backend_writes > backend_writes_seen)
+	if (!demand_valid)
+	{
+		INSTR_TIME_SET_CURRENT(demand_sampled_at);
+		demand_valid = true;
+		backend_writes_seen = backend_writes;
+		served_since_sample = 0;
+		return;
+	}
+	ms = bgw_jit_ms_since(demand_sampled_at);
+	if (ms < DEMAND_SAMPLE_MS)
+		return;
+	if (backend_writes > backend_writes_seen)
 		backend = backend_writes - backend_writes_seen;
 	backend_writes_seen = backend_writes;
-	backend_writes_valid = true;
-	if (e->elapsed_us <= 0)
-		return;
-	sample = (served_since_sample + backend) * 1e6 / e->elapsed_us;
+	INSTR_TIME_SET_CURRENT(demand_sampled_at);
+	sample = (served_since_sample + backend) * 1000.0 / ms;
 	served_since_sample = 0;
 	demand_per_s += WRITERS_SMOOTHING * (sample - demand_per_s);
 }

@@ -63,6 +63,7 @@ typedef struct WritersShared
 	pg_atomic_uint64 written;
 	pg_atomic_uint64 evicted;
 	pg_atomic_uint64 redirtied;
+	pg_atomic_uint64 reported;	/* of 'written', those flushed to pgstat */
 	/* each writer's latch while it runs, NULL otherwise */
 	Latch	   *latch[BGW_JIT_WRITERS_MAX];
 	int			pid[BGW_JIT_WRITERS_MAX];
@@ -74,6 +75,7 @@ PGDLLEXPORT void bgw_jit_writer_main(Datum main_arg);
 
 static bool pop_page(QueuedPage *page);
 static void writer_exit(int code, Datum arg);
+static void report_writes(uint64 *unreported);
 
 Size
 bgw_jit_writers_shmem_size(void)
@@ -96,27 +98,7 @@ bgw_jit_writers_shmem_startup(void)
 		pg_atomic_init_u64(&writers->written, 0);
 		pg_atomic_init_u64(&writers->evicted, 0);
 		pg_atomic_init_u64(&writers->redirtied, 0);
-	}
-}
-
-/* Register bgw_jit.max_writers writers; from _PG_init(). */
-void
-bgw_jit_writers_register(void)
-{
-	BackgroundWorker worker;
-
-	for (int i = 0; i < bgw_jit_max_writers; i++)
-	{
-		memset(&worker, 0, sizeof(worker));
-		worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-		worker.bgw_start_time = BgWorkerStart_PostmasterStart;
-		worker.bgw_restart_time = BGW_JIT_RESTART_SECONDS;
-		strlcpy(worker.bgw_library_name, "bgw_jit", BGW_MAXLEN);
-		strlcpy(worker.bgw_function_name, "bgw_jit_writer_main", BGW_MAXLEN);
-		snprintf(worker.bgw_name, BGW_MAXLEN, "bgw_jit writer %d", i + 1);
-		strlcpy(worker.bgw_type, "bgw_jit writer", BGW_MAXLEN);
-		worker.bgw_main_arg = Int32GetDatum(i);
-		RegisterBackgroundWorker(&worker);
+		pg_atomic_init_u64(&writers->reported, 0);
 	}
 }
 
@@ -177,6 +159,7 @@ bgw_jit_writers_done(WritersDone *done)
 	done->written = pg_atomic_read_u64(&writers->written);
 	done->evicted = pg_atomic_read_u64(&writers->evicted);
 	done->redirtied = pg_atomic_read_u64(&writers->redirtied);
+	done->reported = pg_atomic_read_u64(&writers->reported);
 }
 
 static bool
@@ -219,7 +202,7 @@ bgw_jit_writer_main(Datum main_arg)
 	static WritebackContext wb_context;
 	static int	flush_after = 0;
 	static instr_time reported_at;	/* first write not yet reported */
-	static bool stats_pending = false;
+	static uint64 unreported = 0;	/* writes not yet flushed to pgstat */
 
 	/* as the cleaner (worker.c): leave at the next page, exit code 1 */
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
@@ -282,9 +265,8 @@ bgw_jit_writer_main(Datum main_arg)
 			if (outcome & CLEANER_WRITTEN)
 			{
 				pg_atomic_fetch_add_u64(&writers->written, 1);
-				if (!stats_pending)
+				if (unreported++ == 0)
 					INSTR_TIME_SET_CURRENT(reported_at);
-				stats_pending = true;
 			}
 			if (outcome & CLEANER_EVICTED)
 				pg_atomic_fetch_add_u64(&writers->evicted, 1);
@@ -294,13 +276,12 @@ bgw_jit_writer_main(Datum main_arg)
 				CHECK_FOR_INTERRUPTS();
 		}
 		/* its writes reach pg_stat_io within a second; idle, it sleeps */
-		if (stats_pending)
+		if (unreported > 0)
 		{
 			timeout = 1000 - (long) bgw_jit_ms_since(reported_at);
 			if (timeout <= 0)
 			{
-				pgstat_report_stat(true);
-				stats_pending = false;
+				report_writes(&unreported);
 				timeout = -1;
 			}
 		}
@@ -309,5 +290,21 @@ bgw_jit_writer_main(Datum main_arg)
 						 (timeout > 0 ? WL_TIMEOUT : 0),
 						 timeout, PG_WAIT_EXTENSION);
 	}
+	report_writes(&unreported);
 	proc_exit(1);				/* see worker.c's set_up_signals() */
+}
+
+/*
+ * Flush this writer's statistics, then count its writes as reported: the
+ * cleaner takes the writers' writes out of the pg_stat_io figure it reads
+ * as the backends' (compat.c), and may do so only once they are in it.
+ */
+static void
+report_writes(uint64 *unreported)
+{
+	if (*unreported == 0)
+		return;
+	pgstat_report_stat(true);
+	pg_atomic_fetch_add_u64(&writers->reported, *unreported);
+	*unreported = 0;
 }

@@ -22,11 +22,11 @@ typedef struct WritersDone
 	uint64		written;
 	uint64		evicted;		/* judgements of earlier writes */
 	uint64		redirtied;
+	uint64		reported;		/* of 'written', those in pg_stat_io */
 } WritersDone;
 
 extern Size bgw_jit_writers_shmem_size(void);
 extern void bgw_jit_writers_shmem_startup(void);
-extern void bgw_jit_writers_register(void);
 extern int	bgw_jit_writers_running(void);
 extern bool bgw_jit_writers_push(int buf_id, const BufferTag *tag, int writers);
 extern void bgw_jit_writers_done(WritersDone *done);

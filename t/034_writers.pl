@@ -124,6 +124,42 @@ SKIP:
 	is($overlaps, 0, 'no two writes of one page overlap in time');
 }
 
+# --- from 16: the writer's writes are the cleaner's, not the backends' ---
+# As t/001 checks for the cleaner alone: over a load, bgw_jit_stats'
+# buf_backend must equal pg_stat_io's writes by processes other than
+# background workers, and its own count pg_stat_io's background-worker
+# writes, which are the cleaner's and the writer's.
+SKIP:
+{
+	skip 'pg_stat_io exists from PostgreSQL 16', 4 if $node->pg_version < 16;
+
+	my $others = core_backend_writes_sql($node, without_workers => 1);
+	my $workers = core_backend_writes_sql($node, only => 'background worker');
+	$node->safe_psql('postgres', 'CHECKPOINT');
+	settle_stats($node);
+	my $base = query_hash($node,
+		"SELECT bgw_jit_reset(), $others AS others, $workers AS workers");
+	# held back, so that backends write too
+	set_conf($node, 'bgw_jit.lru_maxpages = 20');
+	($c0, $w0) = pages_written($cleaner, $writer);
+	update_load($node, clients => 2, seconds => 4, scale => $scale);
+	($c1, $w1) = pages_written($cleaner, $writer);
+	$node->safe_psql('postgres', 'CHECKPOINT');
+	set_conf($node, 'bgw_jit.lru_maxpages = -1');
+	my $figures = "SELECT buf_clean + buf_all_clean AS own, buf_backend,
+		$others - $base->{others} AS others,
+		$workers - $base->{workers} AS workers FROM bgw_jit_stats";
+	$node->poll_query_until('postgres',
+		"SELECT own = workers AND buf_backend = others FROM ($figures) f");
+	my $got = query_hash($node, $figures);
+	cmp_ok($w1 - $w0, '>', 0, 'the writer wrote during the load (' . ($w1 - $w0) . ')');
+	cmp_ok($got->{others}, '>', 0, 'and so did backends');
+	is($got->{buf_backend}, $got->{others},
+		'buf_backend equals the writes pg_stat_io counts for processes other than background workers');
+	is($got->{own}, $got->{workers},
+		"bgw_jit_stats' own count equals pg_stat_io's background-worker writes");
+}
+
 # --- the write budget counts the writer's writes ---
 # 1 MB/s is 128 pages a second; the bucket holds one second's worth.
 set_conf($node, 'bgw_jit.max_write_rate = 1');
