@@ -106,6 +106,7 @@ typedef struct ScanCycle
 static ScanCycle scan_cycle;
 
 static uint32 handoff_turn = 0;	/* pages to be written, for writers.c */
+static int	slice_handed = 0;	/* pages handed to the writers this slice */
 static bool cleaner_valid = false;
 static int64 clean_position;	/* the frontier, in the hand's coordinate */
 static int	all_next_to_clean = 0;	/* the all-buffers scan's position */
@@ -187,6 +188,7 @@ bgw_jit_scan_limit_start(ScanLimit *limit, int pages, bool continues)
 	limit->pages = pages;
 	limit->continues = continues;
 	limit->out_of_time = false;
+	slice_handed = 0;
 	if (!continues)
 		memset(&scan_cycle, 0, sizeof(scan_cycle));
 }
@@ -225,6 +227,16 @@ bgw_jit_scan_overrun(int64 hand_position)
 	int64		lead = clean_position - hand_position;
 
 	return (cleaner_valid && lead < 0) ? -lead : 0;
+}
+
+/*
+ * Pages the slice's LRU scan handed to the writers: charged to the write
+ * budget now, before they are written, as the cleaner's own writes are.
+ */
+int
+bgw_jit_scan_handed(void)
+{
+	return slice_handed;
 }
 
 int
@@ -525,6 +537,7 @@ bgw_jit_scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 		}
 	}
 	limit->pages -= e->written + handed;
+	slice_handed = handed;
 
 	e->reusable_found = reusable_buffers - c->reusable;
 	c->reusable = reusable_buffers;

@@ -73,6 +73,7 @@ extern void bgw_jit_scan_lru(const ScanRequest *req, ScanLimit *limit,
 							 BgwJitCycle *e);
 extern void bgw_jit_scan_all(ScanLimit *limit, BgwJitCycle *e);
 extern int64 bgw_jit_scan_overrun(int64 hand_position);
+extern int	bgw_jit_scan_handed(void);
 extern int	bgw_jit_scan_next_to_clean(void);
 extern const JitState *bgw_jit_scan_estimates(void);
 

@@ -652,6 +652,7 @@ finish_cycle(bool idle)
 	BgwJitCycleResult *result = &cycle;
 	BgwJitCycle *e = &result->entry;
 	PacerParams params;
+	int			charged;
 
 	cycle_running = false;
 
@@ -664,10 +665,12 @@ finish_cycle(bool idle)
 	}
 	result->hibernate = idle && bgw_jit_ms_since(idle_since) >= HIBERNATE_AFTER_MS;
 
+	/* pages handed to the writers are charged now, their writes counted */
+	charged = e->written + e->all_written + bgw_jit_scan_handed();
 	fold_writers(e);
 	served_since_sample += e->written + e->all_written;
 	pacer_params(&params);
-	bgw_jit_pacer_charge(&pacer_state, &params, e->written + e->all_written);
+	bgw_jit_pacer_charge(&pacer_state, &params, charged);
 	cycle_evicted += e->evicted;
 	cycle_redirtied += e->redirtied;
 

@@ -15,11 +15,11 @@
  * a queue in shared memory, instead of writing it.  A writer writes a page
  * only if its buffer still holds it and it still qualifies, exactly as the
  * cleaner would (cleaner.c); two processes never write one buffer at once,
- * as the buffer manager's I/O-in-progress flag sees to.  What the writers
- * wrote is counted in shared memory and folded into the cleaner's next
- * cycle, so that the write budget (bgw_jit.max_write_rate) is charged for
- * it.  Under buffered writes a write takes microseconds and the writers
- * stay asleep.
+ * as the buffer manager's I/O-in-progress flag sees to.  A page handed
+ * over is charged to the write budget (bgw_jit.max_write_rate) at once;
+ * what the writers wrote is counted in shared memory and folded into the
+ * cleaner's next cycle's figures.  Under buffered writes a write takes
+ * microseconds and the writers stay asleep.
  *
  * Copyright (c) 2026, bgw_jit developers
  *
