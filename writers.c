@@ -19,7 +19,8 @@
  * over is charged to the write budget (bgw_jit.max_write_rate) at once;
  * what the writers wrote is counted in shared memory and folded into the
  * cleaner's next cycle's figures.  Under buffered writes a write takes
- * microseconds and the writers stay asleep.
+ * microseconds and the writers stay asleep, unless waits for a CPU make
+ * the cleaner's writes slow too (a saturated machine).
  *
  * Copyright (c) 2026, bgw_jit developers
  *
