@@ -5,8 +5,10 @@
 # writes of one page overlap in time; with max_write_rate, the two
 # together write no faster than it allows; and the writer stops with the
 # server.  The control: with writers_min = 1 and buffered writes (a write
-# takes microseconds), Little's law asks for one writer, and the writer
-# process writes nothing.
+# takes microseconds), Little's law asks for the cleaner alone, and the
+# writer process writes at most a few pages in a hundred (not none: the
+# time a write takes the cleaner includes its waits for a CPU, and on a
+# machine busy with other tests the writer may be asked for now and then).
 use strict;
 use warnings;
 
@@ -81,7 +83,9 @@ update_load($node, clients => 2, seconds => 3, scale => $scale);
 my ($c1, $w1) = pages_written($cleaner, $writer);
 cmp_ok($c1 - $c0, '>', 100,
 	"buffered writes, writers_min = 1: the cleaner writes (" . ($c1 - $c0) . ' pages)');
-is($w1 - $w0, 0, 'and the writer process none');
+cmp_ok($w1 - $w0, '<', 0.1 * ($c1 - $c0 + $w1 - $w0),
+	'and the writer process under a tenth of the pages (' . ($w1 - $w0)
+	  . '), where writers_min = 2 gives it about half');
 
 # --- writers_min = 2: the writer takes pages ---
 set_conf($node, 'bgw_jit.writers_min = 2');
