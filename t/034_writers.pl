@@ -141,6 +141,16 @@ SKIP:
 	my $workers = core_backend_writes_sql($node, only => 'background worker');
 	$node->safe_psql('postgres', 'CHECKPOINT');
 	settle_stats($node);
+	# settle_stats leaves out background workers; the writer reports its
+	# writes up to a second after it made them: wait until it has
+	my $prev = -1;
+	for (1 .. 60)
+	{
+		my $n = $node->safe_psql('postgres', "SELECT $workers");
+		last if $n == $prev;
+		$prev = $n;
+		usleep(1_500_000);
+	}
 	my $base = query_hash($node,
 		"SELECT bgw_jit_reset(), $others AS others, $workers AS workers");
 	# held back, so that backends write too
