@@ -112,8 +112,7 @@ sample_backend_writes(void)
 			 * restarted at some moment in between, so our writes since the
 			 * last sample are at most own_delta of them.
 			 */
-			others_sum = Max(others_sum, (int64) others_writes) +
-				Max(writes - own_delta, 0);
+			others_sum = (int64) others_writes + Max(writes - own_delta, 0);
 		}
 		if (others_sum > (int64) others_writes)
 			others_writes = (uint64) others_sum;

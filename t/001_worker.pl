@@ -114,29 +114,21 @@ SKIP:
 {
 	skip 'pg_stat_io exists from PostgreSQL 16', 4 if $node->pg_version < 16;
 
-	my $others = core_backend_writes_sql($node, without_workers => 1);
-	my $worker = core_backend_writes_sql($node, only => 'background worker');
 	set_conf($node, 'bgw_jit.enabled = off');
 	$node->safe_psql('postgres', 'CHECKPOINT');
 	settle_stats($node);
-	my $base = query_hash($node,
-		"SELECT bgw_jit_reset(), $others AS others, $worker AS worker");
+	my $base = io_baseline($node);
 	# held back to a few writes a cycle, so that backends write too
 	set_conf($node, 'bgw_jit.enabled = on', 'bgw_jit.lru_maxpages = 10');
 	update_load($node, clients => 2, seconds => 5, scale => $scale);
 	$node->safe_psql('postgres', 'CHECKPOINT');
 	set_conf($node, 'bgw_jit.lru_maxpages = 1000');
-	my $figures = "SELECT buf_clean + buf_all_clean AS own, buf_backend,
-		$others - $base->{others} AS others,
-		$worker - $base->{worker} AS worker FROM bgw_jit_stats";
-	$node->poll_query_until('postgres',
-		"SELECT own = worker AND buf_backend = others FROM ($figures) f");
-	my $got = query_hash($node, $figures);
+	my $got = io_agreement($node, $base);
 	cmp_ok($got->{buf_backend}, '>', 0, 'backends wrote during the load');
 	is($got->{buf_backend}, $got->{others},
 		'buf_backend equals the writes pg_stat_io counts for other processes');
 	cmp_ok($got->{own}, '>', 0, 'the worker wrote during the load');
-	is($got->{worker}, $got->{own},
+	is($got->{workers}, $got->{own},
 		"pg_stat_io's background-worker writes are the worker's own");
 }
 

@@ -137,7 +137,6 @@ SKIP:
 {
 	skip 'pg_stat_io exists from PostgreSQL 16', 4 if $node->pg_version < 16;
 
-	my $others = core_backend_writes_sql($node, without_workers => 1);
 	my $workers = core_backend_writes_sql($node, only => 'background worker');
 	$node->safe_psql('postgres', 'CHECKPOINT');
 	settle_stats($node);
@@ -151,8 +150,7 @@ SKIP:
 		$prev = $n;
 		usleep(1_500_000);
 	}
-	my $base = query_hash($node,
-		"SELECT bgw_jit_reset(), $others AS others, $workers AS workers");
+	my $base = io_baseline($node);
 	# held back, so that backends write too
 	set_conf($node, 'bgw_jit.lru_maxpages = 20');
 	($c0, $w0) = pages_written($cleaner, $writer);
@@ -160,12 +158,7 @@ SKIP:
 	($c1, $w1) = pages_written($cleaner, $writer);
 	$node->safe_psql('postgres', 'CHECKPOINT');
 	set_conf($node, 'bgw_jit.lru_maxpages = -1');
-	my $figures = "SELECT buf_clean + buf_all_clean AS own, buf_backend,
-		$others - $base->{others} AS others,
-		$workers - $base->{workers} AS workers FROM bgw_jit_stats";
-	$node->poll_query_until('postgres',
-		"SELECT own = workers AND buf_backend = others FROM ($figures) f");
-	my $got = query_hash($node, $figures);
+	my $got = io_agreement($node, $base);
 	cmp_ok($w1 - $w0, '>', 0, 'the writer wrote during the load (' . ($w1 - $w0) . ')');
 	cmp_ok($got->{others}, '>', 0, 'and so did backends');
 	is($got->{buf_backend}, $got->{others},

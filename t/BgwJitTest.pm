@@ -220,6 +220,36 @@ sub core_backend_writes_sql
 		WHERE object = 'relation' AND context = 'normal' AND $which)";
 }
 
+# From 16: bgw_jit's own write count and buf_backend against pg_stat_io's
+# writes by background workers (bgw_jit's processes) and by all other
+# processes but the checkpointer and the bgwriter, since a baseline.
+# io_baseline resets bgw_jit's counters and reads pg_stat_io's;
+# io_agreement waits until the two pairs agree (each process reports its
+# writes within about a second) and returns own, buf_backend, workers and
+# others since the baseline.
+sub io_baseline
+{
+	my ($node) = @_;
+	my $others = core_backend_writes_sql($node, without_workers => 1);
+	my $workers = core_backend_writes_sql($node, only => 'background worker');
+	return query_hash($node,
+		"SELECT bgw_jit_reset(), $others AS others, $workers AS workers");
+}
+
+sub io_agreement
+{
+	my ($node, $base) = @_;
+	my $others = core_backend_writes_sql($node, without_workers => 1);
+	my $workers = core_backend_writes_sql($node, only => 'background worker');
+	my $figures = "SELECT buf_clean + buf_all_clean AS own, buf_backend,
+		$others - $base->{others} AS others,
+		$workers - $base->{workers} AS workers FROM bgw_jit_stats";
+	$node->poll_query_until('postgres',
+		"SELECT own = workers AND buf_backend = others FROM ($figures) f");
+	return query_hash($node, $figures);
+}
+push @EXPORT, qw(io_baseline io_agreement);
+
 # SQL for the number of WAL writes: pg_stat_wal.wal_write up to 17; from
 # 18, where that column is gone, the WAL writes in pg_stat_io.
 sub wal_writes_sql
