@@ -42,7 +42,7 @@ for my $case (['lap', 1000], ['jit+all', 0], ['jit', 1000])
 	my ($strategy, $maxpages) = @$case;
 	my $t = set_conf($node, "bgw_jit.strategy = '$strategy'",
 		"bgw_jit.lru_maxpages = $maxpages");
-	my $io0 = proc_io($pid);
+	my $io0 = worker_io($node);
 	ok( $node->poll_query_until(
 			'postgres', qq{
 			SELECT count(*) > 0 FROM bgw_jit_history
@@ -52,7 +52,7 @@ for my $case (['lap', 1000], ['jit+all', 0], ['jit', 1000])
 	my $deadline = time + $PostgreSQL::Test::Utils::timeout_default;
 	while (time < $deadline)
 	{
-		$bytes = proc_io($pid)->{wchar} - $io0->{wchar};
+		$bytes = worker_io($node)->{wchar} - $io0->{wchar};
 		last if $bytes >= 10 * 8192;
 		usleep(100_000);
 	}

@@ -126,7 +126,7 @@ is($core_matching, $core_replayed,
 
 # --- write caps, with the writes counted outside the worker ---
 # worker_writes(): from 16 pg_stat_io's background-worker writes, on 15
-# the worker's write calls (/proc/PID/io).  A window opens with the worker
+# the write calls of the cleaner and its writers (/proc/PID/io).  A window opens with the worker
 # disabled and all its writes reported, at the moment the test asks for
 # the cap and enabled = on (the worker cannot write before it has loaded
 # them), and closes once the worker has loaded enabled = off, after a
@@ -137,7 +137,7 @@ sub capped_window
 	my ($seconds, @conf) = @_;
 	set_conf($node, 'bgw_jit.enabled = off');
 	settle_stats($node);
-	my $w0 = worker_writes($node, $pid);
+	my $w0 = worker_writes($node);
 	my $own_sql = 'SELECT buf_clean + buf_all_clean FROM bgw_jit_stats';
 	my $own0 = $node->safe_psql('postgres', $own_sql);
 	my $t0 = set_conf($node, @conf, 'bgw_jit.enabled = on');
@@ -146,7 +146,7 @@ sub capped_window
 	set_conf($node, 'bgw_jit.enabled = off');
 	my $t1 = $node->safe_psql('postgres', 'SELECT clock_timestamp()');
 	settle_stats($node);
-	my $w1 = worker_writes($node, $pid);
+	my $w1 = worker_writes($node);
 	note("window: $w0 -> $w1 by " . worker_writes_source($node)
 		  . "; the worker's own count rose by "
 		  . ($node->safe_psql('postgres', $own_sql) - $own0));

@@ -311,10 +311,10 @@ set_conf($node, 'bgw_jit.slice_us = 5000', 'bgw_jit.lru_maxpages = 1000');
 # under load; the control, with the cap lifted, grows by many.  From 16
 # pg_stat_io's background-worker writes do not move either.
 set_conf($node, 'bgw_jit.pacing = auto', 'bgw_jit.lru_maxpages = -1');
-my $io0 = proc_io($pid);
-ok($io0, "read the worker's /proc/$pid/io");
+my $io0 = worker_io($node);
+ok($io0, "read the worker's and its writers' /proc/PID/io");
 update_load($node, clients => 2, seconds => 2, scale => $scale);
-my $io1 = proc_io($pid);
+my $io1 = worker_io($node);
 cmp_ok($io1->{wchar} - $io0->{wchar}, '>=', 10 * 8192,
 	sprintf('control: writing, the worker wrote %d bytes', $io1->{wchar} - $io0->{wchar}));
 
@@ -325,10 +325,10 @@ set_conf($node, 'bgw_jit.lru_maxpages = 0');
 # backends' count settles after it)
 settle_stats($node);
 my $s0 = query_hash($node, "SELECT $worker_io AS worker, $backends_io AS backends");
-$io0 = proc_io($pid);
+$io0 = worker_io($node);
 update_load($node, clients => 2, seconds => 3, scale => $scale);
 settle_stats($node);
-$io1 = proc_io($pid);
+$io1 = worker_io($node);
 my $s1 = query_hash($node, "SELECT $worker_io AS worker, $backends_io AS backends");
 cmp_ok($io1->{wchar} - $io0->{wchar}, '<', 8192,
 	sprintf('lru_maxpages = 0: the worker wrote %d bytes, not one page',

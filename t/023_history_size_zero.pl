@@ -34,12 +34,12 @@ cmp_ok($w->{cleaned}, '>=', 0.5 * $planted,
 
 # --- under load: the views work, the history stays empty ---
 # The writes bgw_jit_stats counts are set against the kernel's count of
-# the worker's writes: a page is one write call of 8 kB (WAL the worker
-# flushes first adds calls and bytes), so the pages are at most the
-# smaller of the two.  (The kernel's count is read first and last, so
-# that it covers every write the counter does.)
-my $pid = wait_for_worker($node);
-my $io0 = proc_io($pid);
+# the writes of the cleaner and its writer processes: a page is one write
+# call of 8 kB (WAL flushed first adds calls and bytes), so the pages are
+# at most the smaller of the two.  (The kernel's count is read first and
+# last, so that it covers every write the counter does.)
+wait_for_worker($node);
+my $io0 = worker_io($node);
 my $s0 = query_hash($node, 'SELECT cycles, buf_clean FROM bgw_jit_stats');
 update_load($node, clients => 2, seconds => 2, scale => $scale);
 my $s = query_hash($node, q{
@@ -47,7 +47,7 @@ my $s = query_hash($node, q{
 		   (SELECT count(*) FROM bgw_jit_history) AS history,
 		   (SELECT count(*) FROM bgw_jit_history()) AS history_function
 	FROM bgw_jit_stats});
-my $io1 = proc_io($pid);
+my $io1 = worker_io($node);
 my $kernel_pages = int(($io1->{wchar} - $io0->{wchar}) / 8192);
 $kernel_pages = $io1->{syscw} - $io0->{syscw}
   if $io1->{syscw} - $io0->{syscw} < $kernel_pages;

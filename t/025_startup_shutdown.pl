@@ -70,7 +70,7 @@ settle_stats($node);
 my $resets = $node->pg_version >= 16
   ? "pg_stat_reset_shared('bgwriter'), pg_stat_reset_shared('io')"
   : "pg_stat_reset_shared('bgwriter')";
-my $io0 = proc_io($pid);
+my $io0 = worker_io($node);
 my $t = $node->safe_psql('postgres',
 	"SELECT $resets, bgw_jit_reset(), clock_timestamp()");
 $t =~ s/^.*\|//;
@@ -80,7 +80,7 @@ update_load($node, clients => 2, seconds => 3, scale => $scale);
 # takes in the last of them)
 set_conf($node, 'bgw_jit.lru_maxpages = 0');
 settle_stats($node);
-my $io1 = proc_io($pid);
+my $io1 = worker_io($node);
 my $worker_io = core_backend_writes_sql($node, only => 'background worker');
 my $f = query_hash($node, qq{
 	SELECT f.*, s.buf_clean + s.buf_all_clean AS written,

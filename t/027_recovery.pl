@@ -185,10 +185,11 @@ is(isready_status($standby), 1,
 my $worker = wait_for_worker($standby);
 ok($worker, "the worker runs on the standby (pid $worker)");
 
-# Update load on the primary in rounds until the standby's worker has
-# written at least 256 pages while replaying (at most 10 rounds).
+# Update load on the primary in rounds until the standby's cleaner and its
+# writers have written at least 256 pages while replaying (at most 10
+# rounds).
 # (no worker: the checks below fail, rather than the test dying here)
-my $io0 = proc_io($worker) // { wchar => 0 };
+my $io0 = worker_io($standby) // { wchar => 0 };
 my $startup = postmaster_child_pid($standby, qr/^startup\b/);
 my $sio0 = proc_io($startup) or die 'no /proc io for the standby startup process';
 my ($pages, $rounds) = (0, 0);
@@ -197,7 +198,7 @@ while ($pages < 256 && $rounds < 10)
 	update_load($primary, clients => 2, seconds => 3, scale => 5);
 	wait_for_replay($primary, $standby);
 	$rounds++;
-	my $io = proc_io($worker) or last;
+	my $io = worker_io($standby) or last;
 	$pages = int(($io->{wchar} - $io0->{wchar}) / (2 * $page));
 }
 my $sio = proc_io($startup);
@@ -212,9 +213,9 @@ $standby->promote;
 $standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 'promotion did not finish';
 is(worker_pid($standby), $worker, 'after promotion the same worker runs on');
-my $io_promoted = proc_io($worker) // { wchar => 0 };
+my $io_promoted = worker_io($standby) // { wchar => 0 };
 update_load($standby, clients => 2, seconds => 3, scale => 5);
-my $io_after = proc_io($worker) // { wchar => 0 };
+my $io_after = worker_io($standby) // { wchar => 0 };
 my $promoted_pages = int(($io_after->{wchar} - $io_promoted->{wchar}) / $page);
 cmp_ok($promoted_pages, '>', 0,
 	"and cleans under load ($promoted_pages pages, kernel count)");

@@ -18,7 +18,8 @@ our @EXPORT = qw(new_bgw_jit_node start_bgw_jit_node pgbench_init
   core_backend_writes_sql wal_writes_sql query_hash wait_for_connections
   wait_for_worker wait_for_exit replay_pacer_mismatches worker_pid postmaster_pid check_integrity has_fault_injection
   start_crash_load finish_crash_load stop_crash_load check_tpcb_invariant
-  postmaster_child_pid proc_io start_no_wait isready_status);
+  postmaster_child_pid postmaster_child_pids proc_io worker_io start_no_wait
+  isready_status);
 
 # pgbench's update-only transaction: random single-row updates of
 # pgbench_accounts, the workload that makes backends evict dirty pages.
@@ -386,7 +387,16 @@ sub worker_pid
 sub postmaster_child_pid
 {
 	my ($node, $title_re) = @_;
-	my $pm = postmaster_pid($node) or return '';
+	my ($pid) = postmaster_child_pids($node, $title_re);
+	return $pid // '';
+}
+
+# The pids of all the postmaster's children whose titles match $title_re.
+sub postmaster_child_pids
+{
+	my ($node, $title_re) = @_;
+	my $pm = postmaster_pid($node) or return ();
+	my @pids;
 	for my $stat (glob '/proc/[0-9]*/stat')
 	{
 		my ($pid) = $stat =~ m{/proc/(\d+)/stat};
@@ -402,9 +412,25 @@ sub postmaster_child_pid
 		close $ch;
 		$cmd =~ s/\0+$//;
 		$cmd =~ s/^postgres: (?:[^:]*: )?//;
-		return $pid if $cmd =~ $title_re;
+		push @pids, $pid if $cmd =~ $title_re;
 	}
-	return '';
+	return @pids;
+}
+
+# /proc/PID/io summed over the cleaner and its writer processes: every
+# write bgw_jit_stats counts is made by one of them.  undef when no
+# cleaner runs.
+sub worker_io
+{
+	my ($node) = @_;
+	my @pids = postmaster_child_pids($node,
+		qr/^bgw_jit (?:cleaner|writer \d+)\b/);
+	my %sum;
+	for my $io (grep { defined } map { proc_io($_) } @pids)
+	{
+		$sum{$_} += $io->{$_} for keys %$io;
+	}
+	return %sum ? \%sum : undef;
 }
 
 # /proc/$pid/io as a hash of field => count (rchar, wchar, syscr, syscw,
@@ -543,24 +569,20 @@ push @EXPORT, qw(worker_writes worker_writes_source replay_core_estimator);
 # workers, as reported so far (the worker reports about once a second:
 # settle_stats() first for a final figure); that row holds other
 # background workers' writes too, of which the tests run none.  On 15:
-# the write system calls of the worker process $pid (default
-# worker_pid()), /proc/PID/io's syscw, read at once: each page is one
-# pwrite, so this is exact but for any WAL the worker had to write itself
-# before a page (a call or two per flush), which only makes it larger.
+# the write system calls of the cleaner and its writers (worker_io()'s
+# syscw), read at once: each page is one pwrite, so this is exact but for
+# any WAL they had to write themselves before a page (a call or two per
+# flush), which only makes it larger.
 sub worker_writes
 {
-	my ($node, $pid) = @_;
+	my ($node) = @_;
 	if ($node->pg_version >= 16)
 	{
 		return $node->safe_psql('postgres',
 			'SELECT ' . core_backend_writes_sql($node, only => 'background worker'));
 	}
-	$pid //= worker_pid($node);
-	open my $fh, '<', "/proc/$pid/io" or die "/proc/$pid/io: $!";
-	my ($syscw) = join('', <$fh>) =~ /^syscw:\s*(\d+)/m;
-	close $fh;
-	die "no syscw in /proc/$pid/io" unless defined $syscw;
-	return $syscw;
+	my $io = worker_io($node) or die 'no bgw_jit cleaner runs';
+	return $io->{syscw};
 }
 
 # What worker_writes() counts, for test names.
