@@ -176,7 +176,7 @@ sync_buffer(int buf_id, const BufferTag *expect, WritebackContext *wb_context,
 	tag = desc->tag;
 	compat_unlock_buf_hdr(desc, state);
 
-	/* dirty still: no reserve until written */
+	/* dirty still: reserve only if the scan hands it to a writer */
 	if (claim_only)
 	{
 		*written = tag;

@@ -492,7 +492,16 @@ bgw_jit_scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 			if ((outcome & CLEANER_CLAIMED) &&
 				handoff_turn++ % req->writers != 0 &&
 				bgw_jit_writers_push(next_to_clean, &tag, req->writers - 1))
+			{
+				/*
+				 * Reserve as a page the cleaner writes is: a writer writes
+				 * it within the queue's length.  (Counted only once
+				 * written, each handed page made the scan look for one
+				 * more: with k processes up to k times the lead.)
+				 */
 				handed++;
+				note_reusable(CLEANER_REUSABLE, &reusable_buffers);
+			}
 			else if (outcome & CLEANER_CLAIMED)
 				outcome = 0;	/* the cleaner's own, below */
 			else

@@ -51,10 +51,11 @@ sub cycles_since
 {
 	my ($from) = @_;
 	my $rows = $node->safe_psql('postgres', qq{
-		SELECT cycle, written, hit_maxpages, elapsed_us, sleep_ms
+		SELECT cycle, written, hit_maxpages, elapsed_us, sleep_ms, write_rate
 		  FROM bgw_jit_history WHERE cycle > $from ORDER BY cycle});
 	return [ map { my @f = split /\|/; { cycle => $f[0], written => $f[1],
-		hit => $f[2], elapsed_us => $f[3], sleep_ms => $f[4] } }
+		hit => $f[2], elapsed_us => $f[3], sleep_ms => $f[4],
+		write_rate => $f[5] } }
 		split /\n/, $rows ];
 }
 
@@ -174,6 +175,13 @@ my $rate_limit = (128 * $elapsed + 128) * ($node->pg_version >= 16 ? 1 : 1.05);
 cmp_ok($written, '<=', $rate_limit,
 	sprintf('rate budget: %d pages (%s) in %.2f s of wall-clock time (limit %.0f)',
 		$written, worker_writes_source($node), $elapsed, $rate_limit));
+# The history's write_rate is the rate in force: the cap's 128 pages/s in
+# every cycle of the window; with the cap lifted (the next window), the
+# plan's own rate, never below its floor of 1000 pages/s.
+my @rates = map { $_->{write_rate} } @$cycles;
+is(scalar(grep { $_ != 128 } @rates), 0,
+	'bgw_jit_history.write_rate is 128 pages/s in every capped cycle ('
+	  . join(',', sort { $a <=> $b } keys %{ { map { $_ => 1 } @rates } }) . ')');
 
 # --- a per-cycle cap works as core's lru_maxpages ---
 # Fixed pacing at the default delay of 200 ms: under load the worker
@@ -195,6 +203,10 @@ for my $cy (@$cycles)
 cmp_ok($capped, '>', 0,
 	"the cap stopped $capped of " . scalar(@$cycles) . ' scans');
 is($max, 7, 'the most a cycle wrote is lru_maxpages = 7');
+my @low = grep { $_->{write_rate} < 1000 } @$cycles;
+is(scalar(@low), 0,
+	'with max_write_rate = 0 no cycle\'s write_rate is below 1000 pages/s'
+	  . (@low ? " (cycle $low[0]{cycle}: $low[0]{write_rate})" : ''));
 my $cap_limit = 7 * (int($elapsed / 0.2) + 4);
 cmp_ok($written, '<=', $cap_limit,
 	sprintf('per-cycle cap: %d pages (%s) in %.2f s of wall-clock time (limit %d)',
