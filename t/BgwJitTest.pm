@@ -19,7 +19,7 @@ our @EXPORT = qw(new_bgw_jit_node start_bgw_jit_node pgbench_init
   wait_for_worker wait_for_exit replay_pacer_mismatches worker_pid postmaster_pid check_integrity has_fault_injection
   start_crash_load finish_crash_load stop_crash_load check_tpcb_invariant
   postmaster_child_pid postmaster_child_pids proc_io worker_io start_no_wait
-  isready_status);
+  isready_status voluntary_switches);
 
 # pgbench's update-only transaction: random single-row updates of
 # pgbench_accounts, the workload that makes backends evict dirty pages.
@@ -431,6 +431,19 @@ sub worker_io
 		$sum{$_} += $io->{$_} for keys %$io;
 	}
 	return %sum ? \%sum : undef;
+}
+
+# The voluntary context switches of process $pid (/proc/PID/status), or
+# undef if it is gone: the kernel's upper bound on the cycles a worker
+# ran, as each cycle (and each slice of one) ends in a sleep, and its
+# other waits (for a lock, for I/O) only add to the count.
+sub voluntary_switches
+{
+	my ($pid) = @_;
+	open(my $fh, '<', "/proc/$pid/status") or return undef;
+	my ($n) = map { /^voluntary_ctxt_switches:\s+(\d+)/ ? $1 : () } <$fh>;
+	close $fh;
+	return $n;
 }
 
 # /proc/$pid/io as a hash of field => count (rchar, wchar, syscr, syscw,
