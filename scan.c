@@ -101,6 +101,7 @@ typedef struct ScanCycle
 	int			written;		/* by the LRU scan */
 	int			all_scanned;	/* by the all-buffers scan */
 	int			all_written;
+	bool		open;			/* scanned, its density not yet taken */
 } ScanCycle;
 
 static ScanCycle scan_cycle;
@@ -190,7 +191,12 @@ bgw_jit_scan_limit_start(ScanLimit *limit, int pages, bool continues)
 	limit->out_of_time = false;
 	slice_handed = 0;
 	if (!continues)
+	{
+		/* a cycle the worker ended before its scan did is a sample too */
+		if (scan_cycle.open)
+			bgw_jit_scan_end_cycle();
 		memset(&scan_cycle, 0, sizeof(scan_cycle));
+	}
 }
 
 /*
@@ -205,6 +211,7 @@ bgw_jit_scan_end_cycle(void)
 	params.smoothing_samples = bgw_jit_smoothing_samples;
 	bgw_jit_refine_density(&jit_state, &params, scan_cycle.scanned,
 						   scan_cycle.found);
+	scan_cycle.open = false;
 }
 
 /* Like core with lru_maxpages = 0: the next scan restarts at the hand. */
@@ -549,6 +556,7 @@ bgw_jit_scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 	slice_handed = handed;
 
 	e->reusable_found = reusable_buffers - c->reusable;
+	c->open = true;
 	c->reusable = reusable_buffers;
 	c->scanned += e->scanned;
 	c->found += e->reusable_found;

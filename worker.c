@@ -96,6 +96,7 @@ static bool cycle_running = false;
  * figures to the cycle's; cycle_head is the cycle's entry as planned.
  */
 static bool cycle_open = false;
+static bool cycle_overdue = false;	/* it ended with work left: no sleep */
 static PacerPlan cycle_plan;
 static BgwJitCycle cycle_head;
 static int64 cycle_hand_position;	/* the hand when the cycle began */
@@ -391,7 +392,7 @@ bgw_jit_main(Datum main_arg)
 		 * times a second, not once per statement.
 		 */
 		armed = false;
-		sleep_ms = cycle.entry.sleep_ms;
+		sleep_ms = cycle_overdue ? SCAN_SLICE_SLEEP_MS : cycle.entry.sleep_ms;
 		if (cycle.hibernate && !timed_out)
 			sleep_ms = HIBERNATE_REARM_MS;
 		else if (cycle.hibernate)
@@ -497,6 +498,7 @@ run_cycle(void)
 	if (continues && cycle_head.strategy_delta == 0 &&
 		cycle_head.recent_alloc == 0 && hand_position != cycle_hand_position)
 		continues = false;
+
 	result->continues = continues;
 
 	/*
@@ -631,12 +633,27 @@ run_cycle(void)
 		bgw_jit_scan_all(&limit, e);
 	}
 
-	/* the slice ended with work left: the cycle goes on after a short sleep */
+	/*
+	 * The slice ended with work left: the cycle goes on after a short sleep.
+	 * But a self-paced cycle that has run as long as the sleep it planned
+	 * is over, and the next one plans after the same short sleep: where
+	 * writes cost a device round trip a scan can go on over its slices for
+	 * seconds, under an estimate, a write budget and a demand taken before
+	 * the load rose.  (The next sample is then no shorter than a cycle's
+	 * usual one.)  Fixed pacing keeps core's one cycle per sleep.
+	 */
+	cycle_overdue = false;
 	if (limit.out_of_time)
 	{
-		e->sliced = true;
 		idle = false;
-		e->sleep_ms = SCAN_SLICE_SLEEP_MS;
+		if (params.self_paced &&
+			bgw_jit_ms_since(prev_cycle_start) >= plan.sleep_ms)
+			cycle_overdue = true;
+		else
+		{
+			e->sliced = true;
+			e->sleep_ms = SCAN_SLICE_SLEEP_MS;
+		}
 	}
 
 	finish_cycle(idle);
