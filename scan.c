@@ -501,8 +501,8 @@ bgw_jit_scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 				bgw_jit_writers_push(next_to_clean, &tag, req->writers - 1))
 			{
 				/*
-				 * Reserve as a page the cleaner writes is: a writer writes
-				 * it within the queue's length.  (Counted only once
+				 * Reserve, as the cleaner's own writes are: a writer
+				 * writes it within the queue's length.  (Counted only once
 				 * written, each handed page made the scan look for one
 				 * more: with k processes up to k times the lead.)
 				 */

@@ -466,6 +466,7 @@ run_cycle(void)
 	memset(result, 0, sizeof(*result));
 	cycle_cpu_start_us = bgw_jit_scan_thread_cpu_us();
 	cycle_open = false;
+	cycle_overdue = false;
 
 	/*
 	 * A reset since the marks were last cleared: they judge writes of the
@@ -498,7 +499,6 @@ run_cycle(void)
 	if (continues && cycle_head.strategy_delta == 0 &&
 		cycle_head.recent_alloc == 0 && hand_position != cycle_hand_position)
 		continues = false;
-
 	result->continues = continues;
 
 	/*
@@ -642,7 +642,6 @@ run_cycle(void)
 	 * the load rose.  (The next sample is then no shorter than a cycle's
 	 * usual one.)  Fixed pacing keeps core's one cycle per sleep.
 	 */
-	cycle_overdue = false;
 	if (limit.out_of_time)
 	{
 		idle = false;
