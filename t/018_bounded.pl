@@ -27,15 +27,6 @@ my $node = start_bgw_jit_node(
 my $pid = wait_for_worker($node);
 ok($pid, "worker running (pid $pid)");
 
-sub proc_field
-{
-	my ($file, $field) = @_;
-	open(my $fh, '<', $file) or die "$file: $!";
-	my ($v) = map { /^\Q$field\E:\s+(\d+)/ ? $1 : () } <$fh>;
-	close $fh;
-	return $v;
-}
-
 # --- an idle pass over a dirty pool is spread over many cycles ---
 # Backends leave dirty, unused buffers behind while the worker does not
 # write (lru_maxpages = 0); the worker then sees no movement at all.
@@ -49,13 +40,13 @@ ok( $node->poll_query_until(
 		'postgres', 'SELECT hand_rate < 20 FROM bgw_jit_stats'),
 	'the worker saw the hand stop');
 my $hib0 = $node->safe_psql('postgres', 'SELECT hibernations FROM bgw_jit_stats');
-my $wchar0 = proc_field("/proc/$pid/io", 'wchar');
+my $wchar0 = worker_io($node)->{wchar};
 my $from = $node->safe_psql('postgres', 'SELECT coalesce(max(cycle), 0) FROM bgw_jit_history');
 # 2048 buffers a lap per 10 s: about 41 writes a 200 ms cycle.
 set_conf($node, "bgw_jit.lru_maxpages = -1\nbgw_jit.scan_whole_pool_seconds = 10");
 ok($node->poll_query_until('postgres', $dirty_sql, '0'),
 	'the pool ends with no dirty unused buffer');
-my $written_kernel = int((proc_field("/proc/$pid/io", 'wchar') - $wchar0) / 8192);
+my $written_kernel = int((worker_io($node)->{wchar} - $wchar0) / 8192);
 my $pass = query_hash($node, qq{
 	SELECT count(*) FILTER (WHERE written > 0) AS cycles,
 	       coalesce(max(written), 0) AS largest,
@@ -64,7 +55,7 @@ my $pass = query_hash($node, qq{
 note("idle pass: $pass->{total} pages in $pass->{cycles} cycles, "
 	  . "largest $pass->{largest}; kernel: $written_kernel pages");
 cmp_ok($written_kernel, '>=', $planted * 0.9,
-	'the kernel saw the worker write them');
+	'the kernel saw the cleaner and its writers write them');
 cmp_ok($pass->{cycles}, '>=', 5, 'over at least five cycles');
 cmp_ok($pass->{largest}, '<', $planted / 3, 'none of which wrote a third of them');
 is($node->safe_psql('postgres', 'SELECT hibernations FROM bgw_jit_stats'),
@@ -83,7 +74,7 @@ print $script "\\set tid random(1, 10 * :scale)\n"
 close $script;
 chmod 0644, $script->filename;
 my $seconds = 5;
-my $switches0 = proc_field("/proc/$pid/status", 'voluntary_ctxt_switches');
+my $switches0 = voluntary_switches($pid);
 my $t0 = time;
 my ($out, $err);
 IPC::Run::run(
@@ -94,7 +85,7 @@ IPC::Run::run(
 	],
 	'>', \$out, '2>', \$err) or die "pgbench: $err";
 my $elapsed = time - $t0;
-my $switches = proc_field("/proc/$pid/status", 'voluntary_ctxt_switches') - $switches0;
+my $switches = voluntary_switches($pid) - $switches0;
 my ($statements) = $out =~ /number of transactions actually processed: (\d+)/;
 note(sprintf('select-only: %d statements, worker %d sleeps in %.1f s (%.1f/s)',
 		$statements, $switches, $elapsed, $switches / $elapsed));
@@ -115,16 +106,16 @@ bgw_jit.all_percent = 100
 bgw_jit.all_maxpages = 100000
 bgw_jit.max_write_rate = 1
 EOC
-	my $c0 = proc_field("/proc/$pid/io", 'syscw');
-	my $w0 = proc_field("/proc/$pid/io", 'wchar');
+	my $io0 = worker_io($node);
 	my $h0 = $node->safe_psql('postgres', 'SELECT coalesce(max(cycle), 0) FROM bgw_jit_history');
 	my $s0 = time;
 	update_load($node, clients => 2, seconds => 4, scale => $scale);
 	my $span = time - $s0;
 	# A data page is one write call of 8 kB; WAL flushed before it adds
 	# bytes and calls, so the data pages are at most the smaller count.
-	my $calls = proc_field("/proc/$pid/io", 'syscw') - $c0;
-	my $bytes = (proc_field("/proc/$pid/io", 'wchar') - $w0) / 8192;
+	my $io1 = worker_io($node);
+	my $calls = $io1->{syscw} - $io0->{syscw};
+	my $bytes = ($io1->{wchar} - $io0->{wchar}) / 8192;
 	my $pages = $calls < $bytes ? $calls : $bytes;
 	my $capped = $node->safe_psql('postgres',
 		"SELECT count(*) FILTER (WHERE hit_maxpages) FROM bgw_jit_history WHERE cycle > $h0");

@@ -111,9 +111,9 @@ is_deeply($idle1, $idle0, 'idle, ten cycles add no laps and no overrun');
 # ahead.)  Buffers are reusable when unpinned with usage count 0; unused
 # ones count too.  With the pool still the count moves little, but both
 # ways: the hand lowers usage counts, and a pin held for a moment (a
-# checkpoint's write, autovacuum) keeps a buffer out of a snapshot; so
-# the scan's count lies between the snapshots taken before and after,
-# give or take a slack.
+# checkpoint's write, a writer process's) keeps a buffer out of a
+# snapshot; so the scan's count lies between the snapshots taken before
+# and after, give or take a slack.
 my $reusable_sql = q{SELECT count(*) FILTER (WHERE usagecount = 0
 		AND pinning_backends = 0) + count(*) FILTER (WHERE relfilenode IS NULL)
 	FROM pg_buffercache};
