@@ -311,6 +311,13 @@ cmp_ok($kept->{same_page}, '>=', 0.9 * $probed,
 	"$kept->{same_page} of $probed watched buffers kept their pages");
 is($kept->{raised}, 0, 'and none of their usage counts was raised');
 settle_stats($node);
+# The cleaner and its writers flush their statistics about a second after
+# they write, and would go on cleaning pages our queries dirty: stop it,
+# then wait (with a timeout) until the two counts agree, as they must.
+set_conf($node, 'bgw_jit.enabled = off');
+$node->poll_query_until('postgres',
+	"SELECT $core - $alone0->{core} = buf_clean + buf_all_clean - $alone0->{own}
+	 FROM bgw_jit_stats");
 my $alone1 = query_hash($node, $figures_sql);
 my $own_rise = $alone1->{own} - $alone0->{own};
 cmp_ok($own_rise, '>', 0, "the worker wrote $own_rise pages");
@@ -322,6 +329,7 @@ is($alone1->{core} - $alone0->{core}, $own_rise,
 	  . ($io ? "a background worker's" : 'backend writes (buffers_backend)'));
 is($alone1->{buf_backend}, $alone0->{buf_backend},
 	'and buf_backend did not move: the worker\'s own writes are taken out');
+set_conf($node, 'bgw_jit.enabled = on');
 
 # --- a WARNING when the built-in LRU scan is on as well ---
 my $log_offset = -s $node->logfile;
