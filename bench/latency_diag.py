@@ -81,6 +81,34 @@ def wchar(pid):
     return 0
 
 
+def cleaner_pids(worker):
+    """bgw_jit's worker and its writer processes: the postmaster's children
+    titled "bgw_jit writer N" (bgw_jit.max_writers)."""
+    if not worker:
+        return []
+    pids = [int(worker)]
+    try:
+        with open("/proc/%s/stat" % worker) as f:
+            pm = f.read().rsplit(")", 1)[1].split()[1]
+        with open("/proc/%s/task/%s/children" % (pm, pm)) as f:
+            children = f.read().split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return pids
+    for c in children:
+        try:
+            with open("/proc/%s/cmdline" % c) as f:
+                if "bgw_jit writer" in f.read():
+                    pids.append(int(c))
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return pids
+
+
+def cleaners_wchar(pids):
+    """Bytes the cleaning processes passed to write calls, together."""
+    return sum(wchar(p) for p in pids)
+
+
 def kernel_state(pid):
     """'R', or 'S:<wchan>' / 'D:<wchan>' for a sleeping process."""
     if not pid:
@@ -137,7 +165,8 @@ def cmd_sample(a):
                   "FROM pg_stat_statements")
     t_a = time.time()
     snap_a = snapshot(procs)
-    counts_a = (query(a, counts_sql), wchar(worker))
+    cleaners = cleaner_pids(worker)
+    counts_a = (query(a, counts_sql), cleaners_wchar(cleaners))
     watch_sql = (
         "SELECT extract(epoch FROM clock_timestamp()), pid, backend_type, "
         "coalesce(wait_event_type, 'CPU'), coalesce(wait_event, '-'), "
@@ -168,7 +197,7 @@ def cmd_sample(a):
             w.writerow([k, v])
     t_b = time.time()
     snap_b = snapshot(procs)
-    counts_b = (query(a, counts_sql), wchar(worker))
+    counts_b = (query(a, counts_sql), cleaners_wchar(cleaners))
     with open(os.path.join(a.dir, "writes.env"), "w") as f:
         f.write("backend_a=%s\nworker_wchar_a=%s\n"
                 "backend_b=%s\nworker_wchar_b=%s\n"
@@ -189,7 +218,7 @@ def cmd_sample(a):
 def cmd_alternate(a):
     """Switch configurations every --phase seconds during one load; note
     each phase's start and end and the write counts at both."""
-    worker = query(a, "SELECT pid FROM bgw_jit_stats")
+    cleaners = cleaner_pids(query(a, "SELECT pid FROM bgw_jit_stats"))
     counts_sql = ("SELECT coalesce(sum(shared_blks_written), 0) "
                   "FROM pg_stat_statements")
     rows = []
@@ -201,11 +230,11 @@ def cmd_alternate(a):
             f.write(settings.replace(";", "\n") + "\n")
         query(a, "SELECT pg_reload_conf()")
         start = time.time()
-        c0 = (int(query(a, counts_sql)), wchar(worker))
+        c0 = (int(query(a, counts_sql)), cleaners_wchar(cleaners))
         t += a.phase
         time.sleep(max(0.0, t - time.time()))
         end = time.time()
-        c1 = (int(query(a, counts_sql)), wchar(worker))
+        c1 = (int(query(a, counts_sql)), cleaners_wchar(cleaners))
         rows.append([i, name, "%.6f" % start, "%.6f" % end,
                      c1[0] - c0[0], (c1[1] - c0[1]) / 8192.0])
         i += 1
@@ -284,10 +313,11 @@ def cmd_report_phases(a):
         "every %s s (reloaded), each phase measured after its first %g s. "
         "Ratios: a phase over the mean of the `%s` phases just before and "
         "after it, so that the machine's drift cancels; median [range] "
-        "over the turns. *cleaned*: the worker's pages (/proc/PID/io wchar "
-        "/ 8192) over those plus the backends' writes "
-        "(pg_stat_statements) in the phase." % (
-            meta["scale"], meta["shared_buffers"], prewarmed(meta),
+        "over the turns. *cleaned*: the pages of the worker and its "
+        "writers (/proc/PID/io wchar / 8192) over those plus the "
+        "backends' writes (pg_stat_statements) in the phase." % (
+            meta["scale"], meta["shared_buffers"],
+            prewarmed(meta) + direct_io(meta),
             meta["clients"], meta["duration"], meta["warmup"], meta["phase"],
             a.settle, ref))
     lines.append("")
@@ -318,6 +348,12 @@ def prewarmed(meta):
     """The pool's filling, as the summaries name it."""
     return " (filled by pg_prewarm after each CHECKPOINT)" \
         if meta.get("prewarm") == "1" else ""
+
+
+def direct_io(meta):
+    """--direct-io, as the summaries name it."""
+    return "; data files written with direct I/O (debug_io_direct = " \
+        "data)" if meta.get("direct_io") == "1" else ""
 
 
 def med_range(xs, d):
@@ -537,7 +573,8 @@ def cmd_report(a):
     lines.append("pgbench update-only, scale %s, shared_buffers %s%s, %s "
                  "clients, %s s per run after a %s s warm-up, %s rounds "
                  "interleaved; pg_stat_activity sampled every %s ms." % (
-                     meta["scale"], meta["shared_buffers"], prewarmed(meta),
+                     meta["scale"], meta["shared_buffers"],
+                     prewarmed(meta) + direct_io(meta),
                      meta["clients"],
                      meta["duration"], meta["warmup"], meta["rounds"],
                      meta["sample_ms"]))

@@ -6,9 +6,10 @@
 # (pg_stat_io: background-worker against client-backend writes of
 # relations, normal context), and keeps its pid throughout; with the
 # worker disabled the same count shows the backends writing them (the
-# control).  On 15, which lacks the setting, bench/run --direct-io refuses
-# with a message naming the server and leaves no results behind; so does
-# --slow-device without root, or with a rate it cannot read.
+# control).  On 15, which lacks the setting, bench/run --direct-io and
+# bench/latency-diag --direct-io refuse with a message naming the server
+# and leave no results behind; so does --slow-device without root, or
+# with a rate it cannot read.
 use strict;
 use warnings;
 
@@ -50,6 +51,15 @@ if ($node->pg_version < 16)
 	ok(!$ok, 'bench/run --direct-io fails on ' . $node->pg_version);
 	like($stderr, qr/--direct-io: debug_io_direct exists from PostgreSQL 16 on; this server is .*15\./,
 		'saying why, with the server it found');
+	ok(!-e $out, 'and writes no results');
+	# and so does the alternating load's harness
+	$out = PostgreSQL::Test::Utils::tempdir() . '/diag';
+	$ok = IPC::Run::run(
+		[ 'bash', "$FindBin::RealBin/../bench/latency-diag", '--direct-io', '--out', $out ],
+		'>', \$stdout, '2>', \$stderr);
+	ok(!$ok, 'bench/latency-diag --direct-io fails on ' . $node->pg_version);
+	like($stderr, qr/^bench\/latency-diag: --direct-io: debug_io_direct exists from PostgreSQL 16 on; this server is .*15\./m,
+		'saying why');
 	ok(!-e $out, 'and writes no results');
 
 	# bench/run --slow-device refuses, saying why, before it makes
