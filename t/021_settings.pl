@@ -307,7 +307,9 @@ SKIP:
 # overrun in the next cycle's row), not that its formulas are right.
 my ($sliced_replayed, $sliced_differ) = replay_pacer_mismatches($node, $fixed_from,
 	"lru_multiplier => '10', pacing => 'fixed', delay => 100, lru_maxpages => 40");
-cmp_ok($sliced_replayed, '>', 10,
+# (the replay starts at the first fresh sample of the backends' writes,
+# about a second into the 3 s load: 10 cycles on a busy CI machine)
+cmp_ok($sliced_replayed, '>=', 5,
 	"replayed $sliced_replayed of the sliced cycles through the controller's own code");
 is($sliced_differ, 0,
 	'the history records what the controller was given: the replay reproduces '
