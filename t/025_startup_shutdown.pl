@@ -67,9 +67,23 @@ like($log,
 # worker's writes and capped cycles.  The kernel counts the worker's
 # writes too: its wchar grows by at least 8 kB a page (more: it also
 # writes WAL).
-set_conf($node, 'bgwriter_lru_maxpages = 0', 'bgw_jit.lru_maxpages = 20');
+#
+# On 15 the check below takes what no statement wrote to be the worker's
+# writes, so the period must hold no other write.  A backend also writes
+# outside the statements pg_stat_statements times: while it connects, or
+# parses and plans, it may evict a dirty victim (without a cleaner, 48 to
+# 112 such pages after a 3 s load and a few connections, in a run of this
+# load by hand).  Here the worker keeps the victims clean during the load;
+# after it, a session opened before the reset stops the worker and has the
+# checkpointer clean the pool before any new connection.  Before the
+# reset, the worker is stopped and quiet, so that no write of its own
+# reaches core's count after the reset (on 15 the checkpointer absorbs
+# the counts of writes some time after them).
+set_conf($node, 'bgwriter_lru_maxpages = 0', 'bgw_jit.lru_maxpages = 0');
 $node->safe_psql('postgres', 'CHECKPOINT');
-settle_stats($node);
+settle_quiet($node);
+my $session = $node->background_psql('postgres');
+$session->query_safe('SELECT conf_load_time, clock_timestamp() FROM bgw_jit_stats');
 my $resets = $node->pg_version >= 16
   ? "pg_stat_reset_shared('bgwriter'), pg_stat_reset_shared('io')"
   : "pg_stat_reset_shared('bgwriter')";
@@ -77,27 +91,28 @@ my $io0 = worker_io($node);
 my $t = $node->safe_psql('postgres',
 	"SELECT $resets, pg_stat_statements_reset(), bgw_jit_reset(), clock_timestamp()");
 $t =~ s/^.*\|//;
+set_conf($node, 'bgw_jit.lru_maxpages = 20');
 wait_for_cycle_after($node, $t);
 update_load($node, clients => 2, seconds => 3, scale => $scale);
 # (stop the writes, so that on 15 the checkpointer's absorb at the reload
 # takes in the last of them)
-set_conf($node, 'bgw_jit.lru_maxpages = 0');
-# A writer may still write pages handed to it before that, on a busy
-# machine after the cleaner's next cycle has counted its writes so far
-# (a CI run saw 5 such pages in core's count and the kernel's, not yet
-# in the worker's): settle until the kernel sees no write by the cleaner
-# or its writers across a settle, whose last cycle then counted them all.
-my $io1 = worker_io($node);
-my $quiet = 0;
-for (1 .. 20)
-{
-	settle_stats($node);
-	my $again = worker_io($node);
-	$quiet = $again->{wchar} == $io1->{wchar};
-	$io1 = $again;
-	last if $quiet;
-}
-$quiet or die 'the cleaner and its writers never stopped writing';
+$node->append_conf('postgresql.conf', 'bgw_jit.lru_maxpages = 0');
+my $asked = $session->query_safe('SELECT clock_timestamp()');
+$node->reload;
+my $polls = 100 * $PostgreSQL::Test::Utils::timeout_default;
+$session->query_safe(qq{
+	DO \$\$ BEGIN
+		FOR i IN 1 .. $polls LOOP
+			IF (SELECT conf_load_time >= '$asked' FROM bgw_jit_stats) THEN
+				RETURN;
+			END IF;
+			PERFORM pg_sleep(0.01);
+		END LOOP;
+		RAISE 'the worker did not load lru_maxpages = 0';
+	END \$\$});
+$session->query_safe('CHECKPOINT');
+$session->quit;
+my $io1 = settle_quiet($node);
 my $worker_io = core_backend_writes_sql($node, only => 'background worker');
 my $f = query_hash($node, qq{
 	SELECT f.*, s.buf_clean + s.buf_all_clean AS written,
@@ -165,5 +180,24 @@ like($log, qr/background worker "bgw_jit" \(PID $pid\) exited with exit code 1/,
 	'it left through its SIGTERM path (exit code 1)');
 ok(!kill(0, $pid), 'the worker is gone');
 ok(-s $stat_file, 'the statistics were saved, as at any clean shutdown');
+
+# Settle the statistics until the kernel sees the cleaner and its writers
+# write nothing across a settle, whose last cycle then counted all of
+# their writes (a writer may still write pages handed to it before its
+# writes were last counted: a CI run saw 5 such pages); returns their
+# /proc I/O counts then.
+sub settle_quiet
+{
+	my ($node) = @_;
+	my $io = worker_io($node);
+	for (1 .. 20)
+	{
+		settle_stats($node);
+		my $again = worker_io($node);
+		return $again if $again->{wchar} == $io->{wchar};
+		$io = $again;
+	}
+	die 'the cleaner and its writers never stopped writing';
+}
 
 done_testing();
