@@ -39,7 +39,6 @@
 
 #include "bgw_jit.h"
 #include "compat.h"
-#include "writers.h"
 
 /* How often the worker reports its statistics (and samples pg_stat_io). */
 #define REPORT_INTERVAL_MS	1000
@@ -86,22 +85,20 @@ io_backend_writes(TimestampTz *stat_reset)
 /*
  * Advance others_writes.  Only call right after a full flush of this
  * process's statistics, so the shared counters include exactly its own
- * writes.  The writers' writes (writers.c) are the cleaner's too: those
- * they have reported are taken out.
+ * writes.  The writers' writes (writers.c) are the cleaner's too: the
+ * caller passes how many of them they have reported, which are taken out.
  */
 static void
-sample_backend_writes(void)
+sample_backend_writes(uint64 writers_reported)
 {
 	TimestampTz stat_reset;
 	PgStat_Counter writes = io_backend_writes(&stat_reset);
 	int64		own = pgBufferUsage.shared_blks_written;
-	WritersDone done;
 
-	bgw_jit_writers_done(&done);
 	if (sample_valid)
 	{
 		int64		own_delta = (own - own_writes_seen) +
-			(int64) (done.reported - writers_seen);
+			(int64) (writers_reported - writers_seen);
 
 		if (stat_reset == io_stats_reset && writes >= io_writes_seen)
 			others_sum += (writes - io_writes_seen) - own_delta;
@@ -118,7 +115,7 @@ sample_backend_writes(void)
 			others_writes = (uint64) others_sum;
 	}
 	sample_valid = true;
-	writers_seen = done.reported;
+	writers_seen = writers_reported;
 	sampled_at = GetCurrentTimestamp();
 	io_stats_reset = stat_reset;
 	io_writes_seen = writes;
@@ -130,15 +127,18 @@ sample_backend_writes(void)
 static bool reported = false;
 static instr_time last_report;
 
-/* Flush the worker's statistics now; on 16+ sample pg_stat_io after. */
+/*
+ * Flush the worker's statistics now; on 16+ sample pg_stat_io after.
+ * 'writers_reported': the writes its writers have reported so far.
+ */
 static void
-report_now(void)
+report_now(uint64 writers_reported)
 {
 	INSTR_TIME_SET_CURRENT(last_report);
 	reported = true;
 	pgstat_report_stat(true);
 #if PG_VERSION_NUM >= 160000
-	sample_backend_writes();
+	sample_backend_writes(writers_reported);
 #endif
 }
 
@@ -151,14 +151,15 @@ report_now(void)
  * transaction stop time, which outside transactions never advances (on
  * 16+ it is cached at the first call), so after one flush it would hold
  * everything back until exit.  A forced flush also leaves nothing of ours
- * pending, which the sample needs.
+ * pending, which the sample needs.  'writers_reported': the writes the
+ * worker's writers have reported so far (writers.c).
  */
 void
-bgw_jit_compat_report_stat(void)
+bgw_jit_compat_report_stat(uint64 writers_reported)
 {
 	if (reported && bgw_jit_ms_since(last_report) < REPORT_INTERVAL_MS)
 		return;
-	report_now();
+	report_now(writers_reported);
 }
 
 /*
@@ -169,15 +170,17 @@ bgw_jit_compat_report_stat(void)
  * starting from 0 when the worker starts.  Only the worker calls this.
  * With 'rebaseline' the caller takes the figure as a new starting point:
  * on 16+ it is then sampled afresh, so that nothing reported before this
- * call is counted after it.  *read_at: when the figure was read from the
- * cumulative statistics (16+: the last sample; 15: now).
+ * call is counted after it ('writers_reported' as for
+ * bgw_jit_compat_report_stat()).  *read_at: when the figure was read from
+ * the cumulative statistics (16+: the last sample; 15: now).
  */
 uint64
-bgw_jit_compat_backend_writes(bool rebaseline, TimestampTz *read_at)
+bgw_jit_compat_backend_writes(bool rebaseline, uint64 writers_reported,
+							  TimestampTz *read_at)
 {
 #if PG_VERSION_NUM >= 160000
 	if (rebaseline)
-		report_now();
+		report_now(writers_reported);
 	*read_at = sampled_at;
 	return others_writes;
 #else

@@ -345,8 +345,9 @@ typedef struct CompatBgwriterStats
 } CompatBgwriterStats;
 
 /* compat.c */
-extern void bgw_jit_compat_report_stat(void);
+extern void bgw_jit_compat_report_stat(uint64 writers_reported);
 extern uint64 bgw_jit_compat_backend_writes(bool rebaseline,
+											uint64 writers_reported,
 											TimestampTz *read_at);
 extern void bgw_jit_compat_bgwriter_stats(CompatBgwriterStats *out);
 extern void bgw_jit_compat_join_procsignal(void);

@@ -279,6 +279,27 @@ slice_over(ScanLimit *limit)
 }
 
 /*
+ * After each buffer a scan visits: whether to look at the slice's CPU time
+ * before the next one (*check_slice: after every SLICE_CHECK_WRITES pages
+ * written, every SLICE_CHECK_EVERY buffers visited), and whether the scan
+ * goes on.  A long scan must still answer interrupts and shutdown promptly.
+ */
+static inline bool
+scan_goes_on(int outcome, int written, int scanned, bool *check_slice)
+{
+	*check_slice = ((outcome & CLEANER_WRITTEN) &&
+					written % SLICE_CHECK_WRITES == 0) ||
+		(scanned % SLICE_CHECK_EVERY) == 0;
+	if ((scanned & 1023) == 0)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (ShutdownRequestPending)
+			return false;
+	}
+	return true;
+}
+
+/*
  * Neighbours a write took along (bgw_jit_cleaner_sync_buffer() only visits
  * them after a write): add their judgements, clear *c and return how many
  * it wrote.
@@ -540,17 +561,8 @@ bgw_jit_scan_lru(const ScanRequest *req, ScanLimit *limit, BgwJitCycle *e)
 			if (outcome & CLEANER_WRITTEN)
 				e->written += 1 + take_combined(e, &combined);
 		}
-		check_slice = ((outcome & CLEANER_WRITTEN) &&
-					   e->written % SLICE_CHECK_WRITES == 0) ||
-			(e->scanned % SLICE_CHECK_EVERY) == 0;
-
-		/* A long scan must still answer interrupts and shutdown promptly. */
-		if ((e->scanned & 1023) == 0)
-		{
-			CHECK_FOR_INTERRUPTS();
-			if (ShutdownRequestPending)
-				break;
-		}
+		if (!scan_goes_on(outcome, e->written, e->scanned, &check_slice))
+			break;
 	}
 	limit->pages -= e->written + handed;
 	slice_handed = handed;
@@ -600,15 +612,8 @@ bgw_jit_scan_all(ScanLimit *limit, BgwJitCycle *e)
 		count_judgements(e, outcome);
 		if (outcome & CLEANER_WRITTEN)
 			e->all_written += 1 + take_combined(e, &combined);
-		check_slice = ((outcome & CLEANER_WRITTEN) &&
-					   e->all_written % SLICE_CHECK_WRITES == 0) ||
-			(scanned % SLICE_CHECK_EVERY) == 0;
-		if ((scanned & 1023) == 0)
-		{
-			CHECK_FOR_INTERRUPTS();
-			if (ShutdownRequestPending)
-				break;
-		}
+		if (!scan_goes_on(outcome, e->all_written, scanned, &check_slice))
+			break;
 	}
 	limit->pages -= e->all_written;
 	c->all_scanned += scanned;

@@ -171,6 +171,7 @@ static void pacer_params(PacerParams *params);
 static int	writers_wanted(void);
 static void note_demand(uint64 backend_writes);
 static void fold_writers(BgwJitCycle *e);
+static uint64 writers_reported(void);
 static void run_cycle(void);
 static void finish_cycle(bool idle);
 static void restart_pacer(void);
@@ -380,7 +381,7 @@ bgw_jit_main(Datum main_arg)
 		 * Our writes' WAL flushes (and, on 16+, I/O statistics) would
 		 * otherwise reach pgstat only when we exit; once a second.
 		 */
-		bgw_jit_compat_report_stat();
+		bgw_jit_compat_report_stat(writers_reported());
 
 		/*
 		 * A hibernating worker asks the next statement start to set its
@@ -508,6 +509,7 @@ run_cycle(void)
 	result->bgwriter_reset = compat_bgwriter_stats_reset();
 	/* the first reading after a reset is the new baseline */
 	result->backend_writes = bgw_jit_compat_backend_writes(result->cleared_marks,
+														   writers_reported(),
 														   &result->backend_read_at);
 	result->strategy_buf_id = strategy_buf_id;
 	note_demand(result->backend_writes);
@@ -775,4 +777,14 @@ fold_writers(BgwJitCycle *e)
 	e->evicted += (int) (now.evicted - writers_seen.evicted);
 	e->redirtied += (int) (now.redirtied - writers_seen.redirtied);
 	writers_seen = now;
+}
+
+/* The writers' writes that have reached pg_stat_io, for compat.c. */
+static uint64
+writers_reported(void)
+{
+	WritersDone done;
+
+	bgw_jit_writers_done(&done);
+	return done.reported;
 }

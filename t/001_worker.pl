@@ -218,8 +218,7 @@ kill 'CONT', $walwriter;
 # Stop process $pid with SIGSTOP while it sleeps in the system call it
 # spends its idle time in (the commonest of /proc/PID/syscall's readings),
 # not in the middle of a write holding a lock others need.  Where that file
-# cannot be read (ptrace restricted), stop it anyway: idle after a
-# checkpoint, it is all but certainly asleep.
+# cannot be read (ptrace restricted) it dies, saying so.
 sub stop_while_waiting
 {
 	my ($pid) = @_;

@@ -297,11 +297,16 @@ $viewdef =~ s/\bbgw_jit_stats\b/pg_temp.made_up_stats/g;
 # The findings ("setting|suggested" lines) over 30 made-up busy cycles,
 # 100 ms apart, lapped, each writing 100 pages, with backends writing as
 # much as the worker; of the cycles' judged earlier writes, 100 evicted
-# and $c{redirtied} (0 by default) dirtied again.
+# and $c{redirtied} (0 by default) dirtied again.  $c{strategy}, if set,
+# stands for the bgw_jit.strategy setting.
 sub made_up_advice
 {
 	my (%c) = @_;
 	$c{redirtied} //= 0;
+	my $def = $viewdef;
+	$def =~ s/current_setting\('bgw_jit\.strategy'(?:::text)?, true\)/'$c{strategy}'::text/
+	  or die 'no bgw_jit.strategy setting in the view'
+	  if defined $c{strategy};
 	return $node->safe_psql('postgres', qq{
 		CREATE TEMP TABLE made_up_stats AS SELECT * FROM bgw_jit_stats;
 		UPDATE made_up_stats SET buf_clean = 5000, buf_backend = 5000,
@@ -316,7 +321,7 @@ sub made_up_advice
 			   100, 0, 100, 100, $c{redirtied}, 1000, true, false, 100000, $c{margin}, 20000,
 			   $c{sleep_ms}, 0, $c{sliced}
 		  FROM generate_series(1, 30) i;
-		CREATE TEMP VIEW made_up_advice AS $viewdef
+		CREATE TEMP VIEW made_up_advice AS $def
 		SELECT coalesce(setting, '') || '|' || coalesce(suggested_value, '(null)')
 		  FROM made_up_advice ORDER BY 1});
 }
@@ -350,6 +355,22 @@ is(made_up_advice(margin => 2, sleep_ms => 50, sliced => 'false', redirtied => 5
 	'a third of the judged writes dirtied again: the wasted-writes notice, a 6 MB/s cap');
 is(made_up_advice(margin => 2, sleep_ms => 50, sliced => 'false', redirtied => 5),
 	'', 'a twentieth of them: no finding');
+
+# --- the fixed-pace strategies, on a made-up history as above ---
+# lap and jit+all scan a fixed share of the pool a cycle, whatever the
+# load: with backends writing as much as the worker, the warning to go
+# back to jit; jit itself, the same history, no finding.
+for my $strategy ('lap', 'jit+all', 'jit')
+{
+	is( made_up_advice(
+			margin => 2,
+			sleep_ms => 50,
+			sliced => 'false',
+			strategy => $strategy),
+		$strategy eq 'jit' ? '' : 'bgw_jit.strategy|jit',
+		"made-up history, strategy $strategy: "
+		  . ($strategy eq 'jit' ? 'no finding' : 'the warning to use jit'));
+}
 
 # --- a pool the hand turns over faster than the worker can wake ---
 $node->safe_psql('postgres', "ALTER SYSTEM SET shared_buffers = '1MB'");

@@ -31,26 +31,10 @@ is($node->safe_psql('postgres', 'SELECT pacing FROM bgw_jit_stats'),
 my $stopped = 0;
 END { kill 'CONT', $pid if $stopped; }
 
-sub stop_worker_asleep
-{
-	for (1 .. 100 * $PostgreSQL::Test::Utils::timeout_default)
-	{
-		kill 'STOP', $pid or die "could not stop the worker: $!";
-		$stopped = 1;
-		open(my $fh, '<', "/proc/$pid/syscall") or die "/proc/$pid/syscall: $!";
-		my $syscall = <$fh> // '';
-		close $fh;
-		return 1 if $syscall =~ /^(232|281) /;
-		kill 'CONT', $pid;
-		$stopped = 0;
-		usleep(10_000);
-	}
-	return 0;
-}
-
 my $loaded = $node->safe_psql('postgres',
 	'SELECT conf_load_time FROM bgw_jit_stats');
-stop_worker_asleep() or die 'the worker was never caught asleep';
+$stopped = stop_worker_asleep($pid)
+  or die 'the worker was never caught asleep';
 $node->append_conf('postgresql.conf', "bgw_jit.pacing = fixed\n");
 $node->reload;
 my $seen_ok = $node->poll_query_until('postgres',

@@ -56,6 +56,8 @@ sub load_traced
 	my (@pids) = @_;
 	my $deferred0 = $node->safe_psql('postgres',
 		'SELECT buf_wal_deferred FROM bgw_jit_stats');
+	my $cycle0 = $node->safe_psql('postgres',
+		'SELECT coalesce(max(cycle), 0) FROM bgw_jit_history');
 	my $trace = PostgreSQL::Test::Utils::tempdir() . '/strace.out';
 	my $err = '';
 	my $h = IPC::Run::start(
@@ -81,6 +83,12 @@ sub load_traced
 	my %got;
 	$got{deferred} = $node->safe_psql('postgres',
 		'SELECT buf_wal_deferred FROM bgw_jit_stats') - $deferred0;
+	# the history's per-cycle column over the load's cycles, and whether
+	# the ring still holds all of them
+	($got{history_deferred}, $got{history_whole}) = split /\|/,
+	  $node->safe_psql('postgres', qq{
+		SELECT coalesce(sum(wal_deferred), 0), min(cycle) = $cycle0 + 1
+		FROM bgw_jit_history WHERE cycle > $cycle0});
 	open(my $fh, '<', $trace) or die "reading $trace: $!";
 	for (<$fh>)
 	{
@@ -97,7 +105,8 @@ sub load_traced
 		note("strace, process $pid: $got{$pid}{page_writes} page writes, "
 			  . "$got{$pid}{wal_writes} WAL writes, $got{$pid}{wal_syncs} WAL fsyncs");
 	}
-	note("buf_wal_deferred rose by $got{deferred}");
+	note("buf_wal_deferred rose by $got{deferred}, bgw_jit_history.wal_deferred "
+		  . "sums to $got{history_deferred} over the load's cycles");
 	return \%got;
 }
 
@@ -117,6 +126,15 @@ is($got->{$cleaner}{wal_syncs} + $got->{$cleaner}{wal_writes},
 # follows is only the worker's own count of them)
 cmp_ok($got->{deferred}, '>', 0,
 	'bgw_jit_stats.buf_wal_deferred reports pages put off (its own count)');
+cmp_ok($got->{history_deferred}, '>', 0,
+	'bgw_jit_history.wal_deferred shows them in the cycles that put them off');
+SKIP:
+{
+	skip 'the history ring no longer holds all of the load\'s cycles', 1
+	  unless $got->{history_whole} eq 't';
+	is($got->{history_deferred}, $got->{deferred},
+		'the history\'s wal_deferred sums to buf_wal_deferred\'s rise');
+}
 
 # --- a SIGTERM: the flusher comes back, the cleaner stays ---
 kill 'TERM', $flusher;
@@ -166,7 +184,9 @@ cmp_ok($got->{$cleaner}{page_writes}, '>', 0,
 cmp_ok($got->{$cleaner}{wal_syncs}, '>=', 1,
 	'flushing the WAL for itself first');
 is($got->{deferred}, 0, 'and reports nothing put off (its own count)');
+is($got->{history_deferred}, 0,
+	'bgw_jit_history.wal_deferred is 0 in every cycle of the load');
 
-check_integrity($node);
+check_integrity($node, 'after the loads');
 $node->stop;
 done_testing();
