@@ -573,39 +573,9 @@ sub wait_for_exit
 	return 0;
 }
 
-# --- counting the worker's writes without the worker ---
+# --- core's arithmetic over the live history ---
 
-push @EXPORT, qw(worker_writes worker_writes_source replay_core_estimator);
-
-# Pages the bgw_jit worker has written, as counted outside bgw_jit.  From
-# 16: pg_stat_io's relation writes in normal context by background
-# workers, as reported so far (the worker reports about once a second:
-# settle_stats() first for a final figure); that row holds other
-# background workers' writes too, of which the tests run none.  On 15:
-# the write system calls of the cleaner and its writers (worker_io()'s
-# syscw), read at once: each page is one pwrite, so this is exact but for
-# any WAL they had to write themselves before a page (a call or two per
-# flush), which only makes it larger.
-sub worker_writes
-{
-	my ($node) = @_;
-	if ($node->pg_version >= 16)
-	{
-		return $node->safe_psql('postgres',
-			'SELECT ' . core_backend_writes_sql($node, only => 'background worker'));
-	}
-	my $io = worker_io($node) or die 'no bgw_jit cleaner runs';
-	return $io->{syscw};
-}
-
-# What worker_writes() counts, for test names.
-sub worker_writes_source
-{
-	my ($node) = @_;
-	return $node->pg_version >= 16
-	  ? "pg_stat_io's background-worker writes"
-	  : 'write calls in /proc/PID/io';
-}
+push @EXPORT, qw(replay_core_estimator);
 
 # Run a stretch of the live history through core's BgBufferSync()
 # arithmetic, transcribed in PL/pgSQL in sql/core_bgbuffersync.sql (which
@@ -890,43 +860,67 @@ sub stop_worker_asleep
 push @EXPORT, qw(stop_worker_asleep);
 
 # --- the worker's system calls, traced with strace ---
-push @EXPORT, qw(start_strace strace_wait strace_page_write);
+push @EXPORT,
+  qw(start_strace strace_wait strace_page_write strace_rate_span strace_cycle_pages);
 
-# Start strace -y on process $pid for the system calls in $calls (a list
-# for strace's -e trace=), into a file.  Returns a handle whose lines()
-# gives the lines written so far and stop() ends the trace and gives them
-# all; or (undef, why) when strace is missing or cannot attach (t/run_tests.sh
-# installs it), for a skip that says why.
+# Start strace -y -ttt on process $pid (or each process of an array of
+# them) for the system calls in $calls (a list for strace's -e trace=),
+# into a file.  Returns a handle whose lines() gives the lines written so
+# far (without their times and pids) and stop() ends the trace and gives
+# them all, timed_lines() each as [seconds, line, pid]; or (undef, why)
+# when strace is missing or cannot attach (t/run_tests.sh installs it),
+# for a skip that says why.
 sub start_strace
 {
 	my ($pid, $calls) = @_;
+	my @pids = ref $pid ? @$pid : ($pid);
 	return (undef, 'strace not found (t/run_tests.sh installs it)')
 	  unless grep { -x "$_/strace" } split /:/, $ENV{PATH};
 	my $file = PostgreSQL::Test::Utils::tempdir() . '/strace.out';
 	my $err = '';
 	my $h = IPC::Run::start(
-		[ 'strace', '-y', '-o', $file, '-e', "trace=$calls", '-p', $pid ],
+		[
+			'strace', '-y', '-ttt', '-o', $file, '-e', "trace=$calls",
+			map { ('-p', $_) } @pids
+		],
 		'2>', \$err);
 	my $deadline = Time::HiRes::time() + 30;
-	$h->pump_nb, usleep(50_000)
-	  until $err =~ /attached/
-	  || !$h->pumpable
-	  || Time::HiRes::time() > $deadline;
-	if ($err !~ /attached/)
+	my $attached = 0;
+	until ($attached == @pids
+		  || !$h->pumpable
+		  || Time::HiRes::time() > $deadline)
+	{
+		$h->pump_nb;
+		$attached = () = $err =~ /attached/g;
+		usleep(50_000);
+	}
+	if ($attached != @pids)
 	{
 		$h->kill_kill;
 		return (undef, "strace could not attach: $err");
 	}
-	return bless { h => $h, file => $file }, 'BgwJitTest::Trace';
+	return bless { h => $h, file => $file, pid => $pids[0] },
+	  'BgwJitTest::Trace';
+}
+
+sub BgwJitTest::Trace::timed_lines
+{
+	my ($t) = @_;
+	open(my $fh, '<', $t->{file}) or return ();
+	# (with more than one process traced, a line starts with its pid)
+	my @lines = map {
+		/^(?:(\d+) +)?(\d+\.\d+) (.*\n?)$/s
+		  ? [ $2, $3, $1 // $t->{pid} ]
+		  : [ undef, $_, $t->{pid} ]
+	} <$fh>;
+	close $fh;
+	return @lines;
 }
 
 sub BgwJitTest::Trace::lines
 {
 	my ($t) = @_;
-	open(my $fh, '<', $t->{file}) or return ();
-	my @lines = <$fh>;
-	close $fh;
-	return @lines;
+	return map { $_->[1] } $t->timed_lines;
 }
 
 sub BgwJitTest::Trace::stop
@@ -935,6 +929,63 @@ sub BgwJitTest::Trace::stop
 	$t->{h}->signal('INT');
 	$t->{h}->finish;
 	return $t->lines;
+}
+
+# Of a stopped trace of epoll waits and page writes: the pages process
+# $pid wrote in each of its cycles that wrote, in order.  A cycle ends in
+# a sleep, a wait of more than the 1 ms between a cycle's time slices.  A
+# signal interrupts a wait (-1) and the latch code waits again for the
+# time left: one sleep, of the first timeout.  (A timeout of -1 is no
+# sleep: a wait for another process, e.g. for a page's I/O.)
+sub strace_cycle_pages
+{
+	my ($trace, $pid) = @_;
+	my ($asked, @cycles) = (undef, 0);
+	for ($trace->timed_lines)
+	{
+		my (undef, $line, $who) = @$_;
+		next unless $who == $pid;
+		if (my ($ms, $rc) = strace_wait($line))
+		{
+			next if $ms < 0;
+			$asked //= $ms;
+			next if $rc < 0;
+			($ms, $asked) = ($asked, undef);
+			push @cycles, 0 if $ms > 1 && $cycles[-1] > 0;
+		}
+		elsif (my (undef, undef, $n) = strace_page_write($line))
+		{
+			$cycles[-1] += $n;
+		}
+	}
+	return grep { $_ > 0 } @cycles;
+}
+
+# Of a stopped trace of process $pid's epoll waits and page writes, for a
+# bound on its rate of writes: (pages, seconds).  Counted from its first
+# sleep in the trace (a wait of more than a time slice's 1 ms): the cycles
+# after it are planned after it, each taking its budget when it starts;
+# to its last page write.  A token bucket of rate r pages a second holding
+# one second's worth lets at most r + r * seconds of them through.
+sub strace_rate_span
+{
+	my ($trace, $pid) = @_;
+	my ($pages, $from, $last) = (0, undef, undef);
+	for ($trace->timed_lines)
+	{
+		my ($t, $line, $who) = @$_;
+		next unless $who == $pid;
+		if (my ($ms) = strace_wait($line))
+		{
+			$from //= $t if $ms > 1;
+			next;
+		}
+		next unless defined $from;
+		my (undef, undef, $n) = strace_page_write($line) or next;
+		$pages += $n;
+		$last = $t;
+	}
+	return ($pages, defined $last ? $last - $from : 0);
 }
 
 # An epoll wait in a line of strace's: (timeout in ms, result), or ()
