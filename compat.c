@@ -85,20 +85,24 @@ io_backend_writes(TimestampTz *stat_reset)
 /*
  * Advance others_writes.  Only call right after a full flush of this
  * process's statistics, so the shared counters include exactly its own
- * writes.  The writers' writes (writers.c) are the cleaner's too: the
- * caller passes how many of them they have reported, which are taken out.
+ * writes.  The writers' writes (writers.c) are the cleaner's too: those
+ * they have reported, by writers_reported(), are taken out.  It is asked
+ * after pg_stat_io is read, so that a writer reporting in between makes
+ * the sample low, which the next one corrects, never high, which would
+ * stay (others_writes never goes down).
  */
 static void
-sample_backend_writes(uint64 writers_reported)
+sample_backend_writes(uint64 (*writers_reported) (void))
 {
 	TimestampTz stat_reset;
 	PgStat_Counter writes = io_backend_writes(&stat_reset);
 	int64		own = pgBufferUsage.shared_blks_written;
+	uint64		writers = writers_reported();
 
 	if (sample_valid)
 	{
 		int64		own_delta = (own - own_writes_seen) +
-			(int64) (writers_reported - writers_seen);
+			(int64) (writers - writers_seen);
 
 		if (stat_reset == io_stats_reset && writes >= io_writes_seen)
 			others_sum += (writes - io_writes_seen) - own_delta;
@@ -115,7 +119,7 @@ sample_backend_writes(uint64 writers_reported)
 			others_writes = (uint64) others_sum;
 	}
 	sample_valid = true;
-	writers_seen = writers_reported;
+	writers_seen = writers;
 	sampled_at = GetCurrentTimestamp();
 	io_stats_reset = stat_reset;
 	io_writes_seen = writes;
@@ -129,10 +133,10 @@ static instr_time last_report;
 
 /*
  * Flush the worker's statistics now; on 16+ sample pg_stat_io after.
- * 'writers_reported': the writes its writers have reported so far.
+ * writers_reported(): the writes its writers have reported so far.
  */
 static void
-report_now(uint64 writers_reported)
+report_now(uint64 (*writers_reported) (void))
 {
 	INSTR_TIME_SET_CURRENT(last_report);
 	reported = true;
@@ -151,11 +155,11 @@ report_now(uint64 writers_reported)
  * transaction stop time, which outside transactions never advances (on
  * 16+ it is cached at the first call), so after one flush it would hold
  * everything back until exit.  A forced flush also leaves nothing of ours
- * pending, which the sample needs.  'writers_reported': the writes the
+ * pending, which the sample needs.  writers_reported(): the writes the
  * worker's writers have reported so far (writers.c).
  */
 void
-bgw_jit_compat_report_stat(uint64 writers_reported)
+bgw_jit_compat_report_stat(uint64 (*writers_reported) (void))
 {
 	if (reported && bgw_jit_ms_since(last_report) < REPORT_INTERVAL_MS)
 		return;
@@ -170,12 +174,13 @@ bgw_jit_compat_report_stat(uint64 writers_reported)
  * starting from 0 when the worker starts.  Only the worker calls this.
  * With 'rebaseline' the caller takes the figure as a new starting point:
  * on 16+ it is then sampled afresh, so that nothing reported before this
- * call is counted after it ('writers_reported' as for
+ * call is counted after it (writers_reported() as for
  * bgw_jit_compat_report_stat()).  *read_at: when the figure was read from
  * the cumulative statistics (16+: the last sample; 15: now).
  */
 uint64
-bgw_jit_compat_backend_writes(bool rebaseline, uint64 writers_reported,
+bgw_jit_compat_backend_writes(bool rebaseline,
+							  uint64 (*writers_reported) (void),
 							  TimestampTz *read_at)
 {
 #if PG_VERSION_NUM >= 160000

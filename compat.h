@@ -345,9 +345,9 @@ typedef struct CompatBgwriterStats
 } CompatBgwriterStats;
 
 /* compat.c */
-extern void bgw_jit_compat_report_stat(uint64 writers_reported);
+extern void bgw_jit_compat_report_stat(uint64 (*writers_reported) (void));
 extern uint64 bgw_jit_compat_backend_writes(bool rebaseline,
-											uint64 writers_reported,
+											uint64 (*writers_reported) (void),
 											TimestampTz *read_at);
 extern void bgw_jit_compat_bgwriter_stats(CompatBgwriterStats *out);
 extern void bgw_jit_compat_join_procsignal(void);

@@ -381,7 +381,7 @@ bgw_jit_main(Datum main_arg)
 		 * Our writes' WAL flushes (and, on 16+, I/O statistics) would
 		 * otherwise reach pgstat only when we exit; once a second.
 		 */
-		bgw_jit_compat_report_stat(writers_reported());
+		bgw_jit_compat_report_stat(writers_reported);
 
 		/*
 		 * A hibernating worker asks the next statement start to set its
@@ -509,7 +509,7 @@ run_cycle(void)
 	result->bgwriter_reset = compat_bgwriter_stats_reset();
 	/* the first reading after a reset is the new baseline */
 	result->backend_writes = bgw_jit_compat_backend_writes(result->cleared_marks,
-														   writers_reported(),
+														   writers_reported,
 														   &result->backend_read_at);
 	result->strategy_buf_id = strategy_buf_id;
 	note_demand(result->backend_writes);
@@ -779,7 +779,7 @@ fold_writers(BgwJitCycle *e)
 	writers_seen = now;
 }
 
-/* The writers' writes that have reached pg_stat_io, for compat.c. */
+/* The writers' writes that have reached pg_stat_io (for compat.c). */
 static uint64
 writers_reported(void)
 {
