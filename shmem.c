@@ -323,11 +323,10 @@ fold_bgwriter_share(BgwJitShared *s, BgwJitCycleResult *result)
 		b->backend_seen = result->backend_writes;
 	}
 
+	/* (a cycle that cleaned nothing may still fold in its writers' writes) */
+	b->written += e->written + e->all_written;
 	if (result->cleaned)
-	{
-		b->written += e->written + e->all_written;
 		b->maxwritten += e->hit_maxpages ? 1 : 0;
-	}
 	return b->absorbed - absorbed_before;
 }
 
@@ -369,16 +368,23 @@ fold_cycle(BgwJitShared *s, BgwJitCycleResult *result,
 	s->backend_seen_valid = true;
 	s->backend_read_at = result->backend_read_at;
 
+	/*
+	 * The writers' writes of pages handed to them in earlier cycles, and the
+	 * judgements of earlier writes, are folded into every cycle: they count
+	 * even in one that cleaned nothing (bgw_jit.enabled or lru_maxpages
+	 * just set to off, with pages still in the writers' queue).
+	 */
+	s->counters.buf_clean += e->written;
+	s->counters.buf_clean_evicted += e->evicted;
+	s->counters.buf_clean_redirtied += e->redirtied;
+
 	if (!result->cleaned)
 		return;
 
 	if (!result->continues)
 		s->counters.cycles++;
-	s->counters.buf_clean += e->written;
 	s->counters.buf_all_clean += e->all_written;
 	s->counters.buf_combined += e->combined;
-	s->counters.buf_clean_evicted += e->evicted;
-	s->counters.buf_clean_redirtied += e->redirtied;
 	s->counters.maxwritten_clean += e->hit_maxpages ? 1 : 0;
 	s->counters.laps += e->lapped ? 1 : 0;
 	s->counters.buffers_overrun += e->overrun;

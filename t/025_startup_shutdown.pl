@@ -23,6 +23,7 @@ my $scale = 5;
 my $node = new_bgw_jit_node('startup', <<'EOC');
 bgw_jit.delya = 50ms
 bgw_jit.cpu_priority = idle
+bgw_jit.max_writers = 0
 bgwriter_lru_maxpages = 100
 shared_preload_libraries = 'bgw_jit, pg_stat_statements'
 EOC
@@ -66,7 +67,10 @@ like($log,
 # per-cycle cap of 20 pages: for that period the function must give the
 # worker's writes and capped cycles.  The kernel counts the worker's
 # writes too: its wchar grows by at least 8 kB a page (more: it also
-# writes WAL).
+# writes WAL).  The cleaner runs without writer processes here: a page
+# handed to a writer counts against the cycle's cap when handed, but the
+# writer may find it clean by then and not write it, so that a capped
+# cycle would not have written the cap.
 #
 # On 15 the check below takes what no statement wrote to be the worker's
 # writes, so the period must hold no other write.  A backend also writes

@@ -45,35 +45,25 @@ sub pages_written
 	return map { int((proc_io($_) // { wchar => 0 })->{wchar} / 8192) } @_;
 }
 
-# strace of both processes' page writes.
+# strace of both processes' relation page writes; (undef, why) when
+# strace cannot trace them.
 sub start_trace
 {
-	my $file = PostgreSQL::Test::Utils::tempdir() . '/strace.out';
-	my $err = '';
-	my $h = IPC::Run::start(
-		[
-			'strace', '-y', '-ttt', '-T', '-o', $file, '-e',
-			'trace=pwrite64,pwritev,pwritev2', '-p', $cleaner, '-p', $writer
-		],
-		'2>', \$err);
-	my $deadline = time + 30;
-	$h->pump_nb, usleep(50_000)
-	  until ($err =~ tr/\n//) >= 2 && $err =~ /attached.*\n.*attached/s
-	  || !$h->pumpable
-	  || time > $deadline;
-	return (undef, "strace could not attach: $err")
-	  unless $err =~ /attached.*\n.*attached/s;
-	return ({ h => $h, file => $file }, '');
+	return start_strace([ $cleaner, $writer ], 'pwrite64,pwritev,pwritev2');
 }
 
-sub stop_trace
+# The pages each process wrote in a stopped trace: (cleaner's, writer's).
+sub traced_pages
 {
-	my ($t) = @_;
-	$t->{h}->signal('INT');
-	$t->{h}->finish;
-	open(my $fh, '<', $t->{file}) or return ();
-	my @lines = <$fh>;
-	return @lines;
+	my ($trace) = @_;
+	my %pages;
+	for ($trace->timed_lines)
+	{
+		my (undef, $line, $pid) = @$_;
+		my (undef, undef, $n) = strace_page_write($line) or next;
+		$pages{$pid} += $n;
+	}
+	return map { $pages{$_} // 0 } ($cleaner, $writer);
 }
 
 # --- the control: one writer is what Little's law asks for here ---
@@ -149,19 +139,58 @@ SKIP:
 	my ($trace, $why) = start_trace();
 	skip $why, 2 unless $trace;
 	update_load($node, clients => 2, seconds => 5, scale => $scale);
-	my @lines = stop_trace($trace);
+	$trace->stop;
 	my $seconds = time - $t0;
-	my %pages;
-	for (@lines)
-	{
-		$pages{$1}++ if m{^(\d+)\s+\S+ pwrite64\(\d+<[^>]*/base/[^>]*>, .*, 8192, \d+\)\s+= 8192};
-	}
-	my ($c, $w) = map { $pages{$_} // 0 } ($cleaner, $writer);
+	my ($c, $w) = traced_pages($trace);
 	cmp_ok($c + $w, '<=', 128 * ($seconds + 1) + 16,
 		sprintf('max_write_rate = 1MB: cleaner and writer wrote %d data pages in %.1f s (%d + %d)',
 			$c + $w, $seconds, $c, $w));
 	cmp_ok($w, '>', 0, 'the writer among them');
 }
+
+# --- the writer's pages count, also those written once cleaning stops ---
+# The cleaner adds what its writers wrote to its next cycle; a writer may
+# still be writing pages handed to it when lru_maxpages = 0 stops the
+# scans, and the cycles that then fold them in clean nothing (1.4.0's
+# development code dropped such writes from bgw_jit_stats: CI runs of
+# t/025 saw 4 and 5 pages missing).  Under a load, cleaning stopped and
+# started again five times, each time once the worker has run a cycle:
+# strace's count of the two processes' page writes must be the rise of
+# bgw_jit_stats' own count, read once a cycle has folded in the last.
+SKIP:
+{
+	set_conf($node, 'bgw_jit.lru_maxpages = 0', 'bgw_jit.max_write_rate = 0');
+	# (until the kernel sees neither write across a settle: the writer's
+	# last pages are written and counted)
+	my @before = (-1);
+	for (1 .. 20)
+	{
+		settle_stats($node);
+		my @now = pages_written($cleaner, $writer);
+		last if "@now" eq "@before";
+		@before = @now;
+	}
+	my ($trace, $why) = start_trace();
+	skip $why, 2 unless $trace;
+	my $own_sql = 'SELECT buf_clean + buf_all_clean FROM bgw_jit_stats';
+	my $own0 = $node->safe_psql('postgres', $own_sql);
+	my $load = start_update_load($node, clients => 2, seconds => 5,
+		scale => $scale);
+	for my $maxpages ((-1, 0) x 5)
+	{
+		wait_for_cycle_after($node,
+			set_conf($node, "bgw_jit.lru_maxpages = $maxpages"));
+	}
+	$load->finish;
+	settle_stats($node) for 1 .. 2;
+	my $own = $node->safe_psql('postgres', $own_sql) - $own0;
+	$trace->stop;
+	my ($c, $w) = traced_pages($trace);
+	cmp_ok($w, '>', 0, "the writer wrote pages ($w; the cleaner $c)");
+	is($own, $c + $w,
+		"bgw_jit_stats' own count rose by the pages strace saw the two write");
+}
+set_conf($node, 'bgw_jit.lru_maxpages = -1');
 
 # --- the writer stops with the server ---
 $node->stop;

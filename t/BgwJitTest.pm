@@ -865,7 +865,8 @@ push @EXPORT,
 
 # Start strace -y -ttt on process $pid (or each process of an array of
 # them) for the system calls in $calls (a list for strace's -e trace=),
-# into a file.  Returns a handle whose lines() gives the lines written so
+# into a file per process (-ff: with one file, calls of two processes that
+# overlap in time are split over two lines).  Returns a handle whose lines() gives the lines written so
 # far (without their times and pids) and stop() ends the trace and gives
 # them all, timed_lines() each as [seconds, line, pid]; or (undef, why)
 # when strace is missing or cannot attach (t/run_tests.sh installs it),
@@ -880,7 +881,7 @@ sub start_strace
 	my $err = '';
 	my $h = IPC::Run::start(
 		[
-			'strace', '-y', '-ttt', '-o', $file, '-e', "trace=$calls",
+			'strace', '-ff', '-y', '-ttt', '-o', $file, '-e', "trace=$calls",
 			map { ('-p', $_) } @pids
 		],
 		'2>', \$err);
@@ -899,21 +900,23 @@ sub start_strace
 		$h->kill_kill;
 		return (undef, "strace could not attach: $err");
 	}
-	return bless { h => $h, file => $file, pid => $pids[0] },
+	return bless { h => $h, file => $file, pids => \@pids },
 	  'BgwJitTest::Trace';
 }
 
+# Each process's lines in turn, in the order it made them.
 sub BgwJitTest::Trace::timed_lines
 {
 	my ($t) = @_;
-	open(my $fh, '<', $t->{file}) or return ();
-	# (with more than one process traced, a line starts with its pid)
-	my @lines = map {
-		/^(?:(\d+) +)?(\d+\.\d+) (.*\n?)$/s
-		  ? [ $2, $3, $1 // $t->{pid} ]
-		  : [ undef, $_, $t->{pid} ]
-	} <$fh>;
-	close $fh;
+	my @lines;
+	for my $pid (@{ $t->{pids} })
+	{
+		open(my $fh, '<', "$t->{file}.$pid") or next;
+		push @lines, map {
+			/^(\d+\.\d+) (.*\n?)$/s ? [ $1, $2, $pid ] : [ undef, $_, $pid ]
+		} <$fh>;
+		close $fh;
+	}
 	return @lines;
 }
 
@@ -1003,14 +1006,16 @@ sub strace_wait
 }
 
 # A write of relation pages in a line of strace -y's (pwrite64, pwritev,
-# pwritev2 to a file under base/): (relfilenode, first block, pages), or
-# () for another line.  (One segment: blocks counted from its start.)
+# pwritev2 to a file under base/, of any fork: free space and visibility
+# maps are written too): (relfilenode, with _fsm or _vm for those forks,
+# first block, pages), or () for another line.  (One segment: blocks
+# counted from its start.)
 sub strace_page_write
 {
 	my ($line) = @_;
 	return ()
 	  unless $line =~
-	  m{^(pwrite64|pwritev2?)\(\d+<[^>]*/base/\d+/(\d+)>, (.*)\)\s+= (\d+)};
+	  m{^(pwrite64|pwritev2?)\(\d+<[^>]*/base/\d+/(\d+(?:_[a-z]+)?)(?:\.\d+)?>, (.*)\)\s+= (\d+)};
 	my ($call, $rel, $args, $bytes) = ($1, $2, $3, $4);
 	my @a = split /, /, $args;
 	my $offset = $call eq 'pwritev2' ? $a[-2] : $a[-1];
