@@ -185,11 +185,9 @@ like($log, qr/background worker "bgw_jit" \(PID $pid\) exited with exit code 1/,
 ok(!kill(0, $pid), 'the worker is gone');
 ok(-s $stat_file, 'the statistics were saved, as at any clean shutdown');
 
-# Settle the statistics until the kernel sees the cleaner and its writers
-# write nothing across a settle, whose last cycle then counted all of
-# their writes (a writer may still write pages handed to it before its
-# writes were last counted: a CI run saw 5 such pages); returns their
-# /proc I/O counts then.
+# Settle the statistics until the kernel sees the worker's processes write
+# nothing across a settle, whose last cycle then counted all of their
+# writes; returns their /proc I/O counts then.
 sub settle_quiet
 {
 	my ($node) = @_;
