@@ -866,11 +866,11 @@ push @EXPORT,
 # Start strace -y -ttt on process $pid (or each process of an array of
 # them) for the system calls in $calls (a list for strace's -e trace=),
 # into a file per process (-ff: with one file, calls of two processes that
-# overlap in time are split over two lines).  Returns a handle whose lines() gives the lines written so
-# far (without their times and pids) and stop() ends the trace and gives
-# them all, timed_lines() each as [seconds, line, pid]; or (undef, why)
-# when strace is missing or cannot attach (t/run_tests.sh installs it),
-# for a skip that says why.
+# overlap in time are split over two lines).  Returns a handle whose
+# lines() gives the lines written so far (without their times) and stop()
+# ends the trace and gives them all, timed_lines() each as [seconds, line,
+# pid]; or (undef, why) when strace is missing or cannot attach
+# (t/run_tests.sh installs it), for a skip that says why.
 sub start_strace
 {
 	my ($pid, $calls) = @_;
