@@ -351,9 +351,15 @@ def prewarmed(meta):
 
 
 def direct_io(meta):
-    """--direct-io, as the summaries name it."""
-    return "; data files written with direct I/O (debug_io_direct = " \
-        "data)" if meta.get("direct_io") == "1" else ""
+    """--direct-io and --slow-device, as the summaries name them."""
+    named = ""
+    if meta.get("direct_io") == "1":
+        named += "; data files written with direct I/O (debug_io_direct = data)"
+    if meta.get("slow_device"):
+        named += ("; the cluster on a device throttled to %s (bytes/s"
+                  "[,writes/s]), 256 MB of page cache dirty for it"
+                  % meta["slow_device"])
+    return named
 
 
 def med_range(xs, d):

@@ -98,6 +98,25 @@ bgw_jit_slowdev_setup() {
 	echo "== --slow-device: $BGW_JIT_SLOWDEV_LOOP ($BGW_JIT_SLOWDEV_MAJMIN) at $BGW_JIT_SLOWDEV_MNT: writes at most $bps bytes/s$([ "$iops" -gt 0 ] && echo " and $iops/s"), $BGW_JIT_SLOWDEV_DIRTY_BYTES bytes dirty"
 }
 
+# For bench/run and bench/latency-diag: on the host, check, make the
+# device and arrange its removal when the script (or its run in a root,
+# bench/pgroot.sh) exits; inside a root, find it at /bgw_jit_slow, where
+# the host's run bound it.  Sets BGW_JIT_SLOWDEV_MNT.  Returns 1 when
+# refused (nothing changed), 2 when the set-up failed.
+bgw_jit_slowdev_open() {
+	if [ -n "${BGW_JIT_IN_ROOT:-}" ]; then
+		BGW_JIT_SLOWDEV_MNT=/bgw_jit_slow
+		[ -d "$BGW_JIT_SLOWDEV_MNT" ] ||
+			bgw_jit_slowdev_refuse "$BGW_JIT_SLOWDEV_MNT is not mounted in this root" ||
+			return 1
+		return 0
+	fi
+	bgw_jit_slowdev_parse "$1" >/dev/null && bgw_jit_slowdev_check || return 1
+	trap bgw_jit_slowdev_teardown EXIT
+	BGW_JIT_PGROOT_ON_EXIT=bgw_jit_slowdev_teardown
+	bgw_jit_slowdev_setup "$1" || return 2
+}
+
 # The throttle lines in force for the device, as the kernel reports them.
 bgw_jit_slowdev_throttles() {
 	[ -n "$BGW_JIT_SLOWDEV_MAJMIN" ] || return 0

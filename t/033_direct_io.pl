@@ -62,26 +62,31 @@ if ($node->pg_version < 16)
 		'saying why');
 	ok(!-e $out, 'and writes no results');
 
-	# bench/run --slow-device refuses, saying why, before it makes
-	# anything: without root (this test runs as the server account), and
-	# for a rate it cannot read.  (t/slow_device_tests.sh runs it as root.)
+	# bench/run and bench/latency-diag --slow-device refuse, saying why,
+	# before they make anything: without root (this test runs as the
+	# server account), and for a rate they cannot read.
+	# (t/slow_device_tests.sh runs them as root.)
 	my @loops_before = slowdev_loops();
 	for my $case (
 		[ '30M,2000', qr/--slow-device: needs root: it makes a loop device/, 'without root' ],
 		[ '30Q', qr/--slow-device: BPS\[,IOPS\]: bytes a second .* not '30Q'/, 'a malformed rate' ])
 	{
 		my ($spec, $why, $label) = @$case;
-		$out = PostgreSQL::Test::Utils::tempdir() . '/bench';
-		$ok = IPC::Run::run(
-			[
-				'bash', "$FindBin::RealBin/../bench/run", '--slow-device', $spec,
-				'--no-build', '--quick', '--out', $out
-			],
-			'>', \$stdout, '2>', \$stderr);
-		ok(!$ok, "bench/run --slow-device $spec fails ($label)");
-		like($stderr, $why, '  saying why');
-		ok(!-e $out, '  and writes no results');
-		is_deeply([ slowdev_loops() ], \@loops_before, '  and makes no loop device');
+		for my $harness ([ 'run', '--no-build', '--quick' ], [ 'latency-diag' ])
+		{
+			my ($script, @opts) = @$harness;
+			$out = PostgreSQL::Test::Utils::tempdir() . '/bench';
+			$ok = IPC::Run::run(
+				[
+					'bash', "$FindBin::RealBin/../bench/$script", '--slow-device', $spec,
+					@opts, '--out', $out
+				],
+				'>', \$stdout, '2>', \$stderr);
+			ok(!$ok, "bench/$script --slow-device $spec fails ($label)");
+			like($stderr, $why, '  saying why');
+			ok(!-e $out, '  and writes no results');
+			is_deeply([ slowdev_loops() ], \@loops_before, '  and makes no loop device');
+		}
 	}
 	done_testing();
 	exit;

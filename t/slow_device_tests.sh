@@ -3,7 +3,7 @@
 # on 15 a short run (nobgw, 1 client, 3 s) on the throttled device, then
 # on every version a run that fails once the device is made (a setting the
 # server refuses; from 17 inside the version's root, which the device is
-# bound into).
+# bound into), and the same for bench/latency-diag --slow-device.
 # During the first, the kernel must show the device's write throttle and
 # the cluster's files on it; after each, nothing may be left behind: no
 # loop device over a file of the run's, no mount, no throttle line for the
@@ -107,6 +107,16 @@ ok "$([ $rc != 0 ]; echo $?)" "a run whose server cannot start fails"
 majmin=$(sed -n 's/^== --slow-device: [^ ]* (\([0-9]*:[0-9]*\)).*/\1/p' "$out/fail.log")
 ok "$([ -n "$majmin" ]; echo $?)" "(after making the device)"
 nothing_left "after the failed run" "$majmin"
+
+# --- bench/latency-diag's device (made and removed by the same code):
+# a run that fails once the device is made (pgbench refuses scale 0) ---
+rc=0
+bash bench/latency-diag --slow-device 30M --scale 0 --out "$out/diag" \
+	>"$out/diag.log" 2>&1 || rc=$?
+ok "$([ $rc != 0 ]; echo $?)" "a latency-diag run that cannot load its data fails"
+majmin=$(sed -n 's/^== --slow-device: [^ ]* (\([0-9]*:[0-9]*\)).*/\1/p' "$out/diag.log")
+ok "$([ -n "$majmin" ]; echo $?)" "(after making the device)"
+nothing_left "after the failed latency-diag run" "$majmin"
 
 echo "$passed passed, $failed failed"
 [ $failed = 0 ]
